@@ -1,0 +1,308 @@
+"""Evaluate one candidate against one problem: the trusted verdict everything stands on.
+
+Order of work (DESIGN.md sections 4-6):
+static checks -> trusted build -> fresh inputs and references (this process,
+never the candidate's) -> sandboxed candidate runs every check case -> outputs
+compared here -> A/B timing against the baseline in its own sandbox, with fresh
+inputs every call and a post-hoc audit of timed outputs -> statistics.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from kernel_agent import tensorfile
+from kernel_agent.backends import detect_backend, get_backend
+from kernel_agent.backends.base import BuildContext, BuildFailed, Prepared
+from kernel_agent.backends.checks import defines
+from kernel_agent.cases import CaseMaker, CaseSpec, check_plan
+from kernel_agent.environment import fingerprint
+from kernel_agent.measure import TimingFailure, measure_speedup
+from kernel_agent.problem import Problem
+from kernel_agent.sandbox.isolation import Isolation, Limits, probe
+from kernel_agent.sandbox.session import WorkerFailure, WorkerSession, WorkerSpec
+from kernel_agent.timing import DEFAULT_MIN_GAIN, SANITY_SPEEDUP
+from kernel_agent.verdict import Verdict
+from kernel_agent.verify import Tolerance, compare
+
+INTERPRETER_MAX_ELEMENTS = 1 << 16  # larger shapes are skipped under the Triton interpreter (too slow)
+
+
+@dataclass
+class EvalOptions:
+    device: str = "auto"  # "auto", "cpu" or "cuda"
+    timeout: float = 180.0  # wall clock for each sandboxed process
+    backend: str | None = None
+    min_gain: float = DEFAULT_MIN_GAIN
+    sanity_speedup: float = SANITY_SPEEDUP
+    threads: int = field(default_factory=lambda: os.cpu_count() or 1)
+    rounds: int = 10
+    target_block_ms: float = 100.0
+    seeds_per_shape: int = 5
+    isolation: str = "auto"
+    sandbox_root: Path = Path("sandbox")
+    build_store: Path | None = None
+    keep_workdir: bool = False
+    limits: Limits = field(default_factory=Limits)
+    audit_fraction: float = 0.2
+
+
+class EvaluationError(Exception):
+    """Ends an evaluation early with a verdict status and a one-line reason."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def run_device(problem: Problem, requested: str) -> str:
+    """Where the candidate runs: CPU problems on CPU; GPU problems on a GPU when there is one."""
+    if problem.device == "cpu":
+        return "cpu"
+    if requested == "cpu":
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class Evaluation:
+    """One candidate, one problem, one verdict. Create, then `run()`."""
+
+    def __init__(self, problem: Problem, source: str, options: EvalOptions) -> None:
+        self.problem = problem
+        self.source = source
+        self.options = options
+        self.device = run_device(problem, options.device)
+        self.isolation: Isolation = probe(options.isolation)
+        self.durations: dict[str, float] = {}
+        self.workdir = (options.sandbox_root / f"{problem.name}-{uuid.uuid4().hex[:12]}").resolve()
+        self.verdict = Verdict(
+            status="rejected",
+            problem=problem.name,
+            device=self.device,
+            isolation=self.isolation.describe(),
+            environment=fingerprint(self.device, options.threads),
+        )
+
+    # ---- public ------------------------------------------------------------------
+    def run(self) -> Verdict:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._run()
+        except EvaluationError as exc:
+            self.verdict.status, self.verdict.reason = exc.status, exc.reason
+        except WorkerFailure as exc:
+            self.verdict.status, self.verdict.reason = exc.status, exc.reason
+        finally:
+            self.verdict.durations = {k: round(v, 4) for k, v in self.durations.items()}
+            if not self.options.keep_workdir:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+        self.verdict.reason = " ".join(self.verdict.reason.split())[:1000]
+        return self.verdict
+
+    # ---- phases -----------------------------------------------------------------
+    def _phase(self, name: str, started: float) -> None:
+        self.durations[name] = self.durations.get(name, 0.0) + time.perf_counter() - started
+
+    def _run(self) -> None:
+        problem, verdict = self.problem, self.verdict
+        backend_name = self.options.backend or detect_backend(self.source)
+        backend = get_backend(backend_name)
+        verdict.backend = backend_name
+        started = time.perf_counter()
+        try:
+            tree = ast.parse(self.source)
+        except SyntaxError as exc:
+            raise EvaluationError("compile_error", f"SyntaxError: {exc.msg} (line {exc.lineno})") from None
+        findings = backend.lint(tree, self.source)
+        verdict.static = [vars(f) for f in findings]
+        hard = [f for f in findings if f.hard]
+        if hard:
+            first = hard[0]
+            where = f" (line {first.line})" if first.line else ""
+            raise EvaluationError("rejected", f"static check {first.rule}: {first.message}{where}")
+        if not defines(tree, problem.entry_point):
+            raise EvaluationError("compile_error", f"the candidate defines no `{problem.entry_point}`")
+        if backend_name == "cuda" and self.device != "cuda":
+            raise EvaluationError("rejected", "a CUDA (load_inline) candidate needs a CUDA device; none is available here")
+        candidate_path = self.workdir / "candidate.py"
+        candidate_path.write_text(self.source)
+        try:
+            prepared = backend.prepare(self.source, self.device, self.workdir, self._build_context())
+        except BuildFailed as exc:
+            raise EvaluationError("compile_error", f"build failed: {exc}") from None
+        verdict.interpreted = prepared.interpreted
+        self._phase("compile", started)
+
+        started = time.perf_counter()
+        maker = CaseMaker(problem, self.device)
+        plan = self._plan(prepared)
+        cases = self._write_cases(maker, plan)
+        self._phase("reference", started)
+
+        spec = self._spec("candidate", candidate_path, problem.entry_point, prepared, maker)
+        deadline = time.monotonic() + self.options.timeout
+        with WorkerSession(spec, self.workdir, self.isolation, self.options.limits, deadline) as candidate:
+            started = time.perf_counter()
+            try:
+                candidate.receive()
+            finally:
+                verdict.candidate_output = candidate.log_tail()
+            self._phase("sandbox_start", started)
+            started = time.perf_counter()
+            try:
+                self._verify(candidate, cases)
+            finally:
+                verdict.candidate_output = candidate.log_tail()
+            self._phase("verification", started)
+            verdict.correct = True
+            if prepared.interpreted:
+                verdict.status = "correct"
+                verdict.reason = "verified under the Triton interpreter (CPU); timing needs a GPU, so no speedup is reported"
+                return
+            started = time.perf_counter()
+            self._time(candidate, maker, prepared)
+            self._phase("timing", started)
+
+    def _plan(self, prepared: Prepared) -> list[CaseSpec]:
+        plan = check_plan(self.problem, self.options.seeds_per_shape)
+        if prepared.interpreted:
+            kept = []
+            for case in plan:
+                elements = 1
+                for dim in case.shape:
+                    elements *= dim
+                if elements <= INTERPRETER_MAX_ELEMENTS:
+                    kept.append(case)
+                else:
+                    self.verdict.checks.append({"case": case.label(), "passed": None, "note": "skipped under the interpreter (too large); checked on a GPU"})
+            plan = kept
+        if not plan:
+            raise EvaluationError("rejected", "no check shape is small enough to verify here")
+        return plan
+
+    def _tolerance(self, dtype: str) -> Tolerance:
+        rtol, atol = self.problem.tolerances[dtype]
+        tol = Tolerance(rtol, atol, self.problem.norm_tolerances[dtype])
+        self.verdict.tolerances[dtype] = vars(tol)
+        return tol
+
+    def _write_cases(self, maker: CaseMaker, plan: list[CaseSpec]) -> list[tuple[CaseSpec, str, tuple, tuple]]:
+        (self.workdir / "cases").mkdir()
+        cases = []
+        for index, case in enumerate(plan):
+            inputs = maker.inputs(case.shape, case.dtype, case.distribution, case.seed)
+            gold, base = maker.reference(inputs)
+            name = f"cases/{index}.in"
+            output_nbytes = sum(b.numel() * b.element_size() for b in base)
+            tensorfile.write(self.workdir / name, inputs, {"output_nbytes": output_nbytes})
+            cases.append((case, name, gold, base))
+        return cases
+
+    def _spec(self, role: str, source: Path, entry: str, prepared: Prepared, maker: CaseMaker) -> WorkerSpec:
+        init_file = state_file = None
+        if self.problem.kind == "kernelbench":
+            names, tensors = maker.state()
+            init_file, state_file = "init.json", "state.bin"
+            if not (self.workdir / state_file).exists():
+                import json
+
+                (self.workdir / init_file).write_text(json.dumps(maker.init_args))
+                tensorfile.write(self.workdir / state_file, tensors, {"names": names})
+        env = {"OMP_NUM_THREADS": str(self.options.threads), **prepared.env}
+        problem_dir = self.problem.path if self.problem.path.is_dir() else self.problem.path.parent
+        if role == "baseline":
+            extra_ro, masked = prepared.extra_ro + (problem_dir,), (self.options.sandbox_root.resolve(),)
+        else:
+            # The candidate must not read the problem (its reference and input maker) or other work dirs.
+            extra_ro, masked = prepared.extra_ro, (problem_dir, self.options.sandbox_root.resolve())
+        return WorkerSpec(role, source, entry, self.device, self.options.threads, env, extra_ro, init_file, state_file, masked)
+
+    def _verify(self, candidate: WorkerSession, cases: list[tuple[CaseSpec, str, tuple, tuple]]) -> None:
+        for index, (case, name, gold, base) in enumerate(cases):
+            repeat = 2 if index == 0 else 1
+            try:
+                reply = candidate.request({"cmd": "check", "inputs": name, "output": f"cases/{index}.out", "repeat": repeat})
+            except WorkerFailure as exc:
+                raise WorkerFailure(exc.status, f"{case.label()}: {exc.reason}") from None
+            runs = [self._read_outputs(f, base) for f in reply.get("files", [])[:repeat]]
+            if len(runs) != repeat:
+                raise EvaluationError("rejected", "worker reply names the wrong number of output files")
+            result = compare(runs[0], gold, base, self._tolerance(case.dtype))
+            self.verdict.checks.append({"case": case.label(), "passed": result.passed, "max_abs_error": result.max_abs_error, "rel_norm_error": result.rel_norm_error, "base_max_abs_error": result.base_max_abs_error})
+            if not result.passed:
+                assert result.mismatch is not None
+                raise EvaluationError("incorrect", f"{case.label()}: {result.mismatch.line()}")
+            if repeat == 2 and not all(torch.equal(a, b) for a, b in zip(runs[0], runs[1])):
+                raise EvaluationError("incorrect", f"{case.label()}: two runs on the same input gave different bits (nondeterministic or reads uninitialised memory)")
+
+    def _read_outputs(self, name: str, base: tuple) -> list[torch.Tensor]:
+        limit = 4 * sum(b.numel() * b.element_size() for b in base) + (1 << 20)
+        path = self.workdir / name
+        if path.parent != self.workdir / "cases" and path.parent != self.workdir / "timing":
+            raise EvaluationError("rejected", "worker named an output file outside its case folder")
+        try:
+            tensors, meta = tensorfile.read(path, max_bytes=limit)
+        except tensorfile.TensorFileError as exc:
+            raise EvaluationError("rejected", f"unreadable output file: {exc}") from None
+        devices = meta.get("devices", [])
+        if devices and any(d != self.device for d in devices):
+            raise EvaluationError("incorrect", f"outputs on {devices}, expected {self.device}")
+        return tensors
+
+    def _time(self, candidate: WorkerSession, maker: CaseMaker, prepared: Prepared) -> None:
+        problem, options, verdict = self.problem, self.options, self.verdict
+        baseline_spec = self._spec("baseline", problem.baseline_path, "Model" if problem.kind == "kernelbench" else "kernel", self._baseline_prepared(), maker)
+        deadline = time.monotonic() + options.timeout
+        with WorkerSession(baseline_spec, self.workdir, self.isolation, options.limits, deadline) as baseline:
+            try:
+                baseline.receive()
+            except WorkerFailure as exc:
+                raise EvaluationError("runtime_error", f"the baseline itself failed to load: {exc.reason}") from None
+            try:
+                estimate, reasons = measure_speedup(self, maker, candidate, baseline)
+            except TimingFailure as exc:
+                raise EvaluationError(exc.status, exc.reason) from None
+        verdict.timing = estimate
+        speedup, (low, high) = estimate["speedup"], estimate["speedup_ci"]
+        verdict.speedup, verdict.speedup_ci = speedup, [low, high]
+        verdict.flags += reasons
+        if speedup > options.sanity_speedup:
+            verdict.flags.append(f"speedup {speedup:.1f}x exceeds the sanity bound {options.sanity_speedup:g}x: needs human review")
+        if verdict.flags:
+            verdict.status, verdict.reason = "flagged", "; ".join(verdict.flags)
+        elif low > 1 + options.min_gain:
+            verdict.status, verdict.reason = "faster", ""
+        else:
+            verdict.status = "correct"
+            verdict.reason = f"correct but not faster: speedup {speedup:.3f}x, 95% interval [{low:.3f}, {high:.3f}] does not clear {1 + options.min_gain:.2f}"
+
+    def _build_context(self) -> BuildContext:
+        store = self.options.build_store or default_build_store()
+        return BuildContext(store=store, isolation=self.isolation, sandbox_root=self.options.sandbox_root.resolve())
+
+    def _baseline_prepared(self) -> Prepared:
+        baseline_backend = detect_backend(self.problem.baseline_source)
+        try:
+            return get_backend(baseline_backend).prepare(self.problem.baseline_source, self.device, self.workdir / "baseline", self._build_context())
+        except BuildFailed as exc:
+            raise EvaluationError("runtime_error", f"the baseline failed to build: {exc}") from None
+
+
+def default_build_store() -> Path:
+    from kernel_agent.cpp import default_store
+
+    return default_store()
+
+
+def evaluate(problem: Problem, source: str, options: EvalOptions | None = None) -> Verdict:
+    """Evaluate `source` as a candidate for `problem` and return the verdict."""
+    return Evaluation(problem, source, options or EvalOptions()).run()

@@ -1,0 +1,156 @@
+"""The A/B timing protocol between a baseline worker and a candidate worker.
+
+- Baseline and candidate live in separate sandboxed processes; the baseline's
+  process never imported candidate code.
+- Blocks alternate A B, B A, ... so drift and order effects cancel.
+- Every timed call gets an input set drawn fresh for this round (both sides get
+  the same sets, each process sees each set once), so caching cannot win.
+- After each candidate block, this process picks random calls to audit and
+  checks their outputs against the reference: a kernel cannot know at call
+  time whether its answer will be checked.
+- The worker's reported times are cross-checked with this process's own clock.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kernel_agent import tensorfile
+from kernel_agent.cases import CaseMaker, fresh_seed
+from kernel_agent.sandbox.isolation import sandbox_writable_dir
+from kernel_agent.sandbox.session import WorkerFailure, WorkerSession
+from kernel_agent.timing import calls_per_block, speedup_interval, valid_samples
+from kernel_agent.verify import compare
+
+if TYPE_CHECKING:
+    from kernel_agent.evaluate import Evaluation
+
+CLAIM_SLACK_S = 0.002
+
+
+class TimingFailure(Exception):
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def measure_speedup(ev: "Evaluation", maker: CaseMaker, candidate: WorkerSession, baseline: WorkerSession) -> tuple[dict[str, Any], list[str]]:
+    problem, options = ev.problem, ev.options
+    configs = [(shape, dtype) for dtype in problem.dtypes for shape in problem.shapes]
+    folder = ev.workdir / "timing"
+    sandbox_writable_dir(folder, ev.isolation.uid)
+    rng = secrets.SystemRandom()
+
+    def write_sets(tag: str, shape: tuple, dtype: str, count: int) -> tuple[list[str], list[list]]:
+        names, sets = [], []
+        for k in range(count):
+            inputs = maker.inputs(shape, dtype, "normal", fresh_seed())
+            name = f"timing/{tag}.{k}.in"
+            tensorfile.write(ev.workdir / name, inputs)
+            names.append(name)
+            sets.append(inputs)
+        return names, sets
+
+    def ask(side: WorkerSession, message: dict[str, Any], role: str) -> dict[str, Any]:
+        try:
+            return side.request(message)
+        except WorkerFailure as exc:
+            status = exc.status if role == "candidate" else "runtime_error"
+            prefix = "during timing" if role == "candidate" else "the baseline failed during timing"
+            raise TimingFailure(status, f"{prefix}: {exc.reason}") from None
+
+    # Warm-up: compilation and caches out of the numbers; estimate the block size.
+    block_sizes = []
+    for index, (shape, dtype) in enumerate(configs):
+        names, _ = write_sets(f"warm{index}", shape, dtype, 1)
+        warm = {"cmd": "warmup", "inputs": names[0], "min_calls": 10, "min_seconds": 0.025, "max_seconds": options.timeout / 4}
+        reply = ask(baseline, warm, "baseline")
+        ask(candidate, warm, "candidate")
+        per_call_ms = 1000 * float(reply.get("seconds", 0)) / max(1, int(reply.get("calls", 1)))
+        block_sizes.append(calls_per_block(per_call_ms, options.target_block_ms / len(configs)))
+
+    samples: dict[str, list[list[list[float]]]] = {"baseline": [[] for _ in configs], "candidate": [[] for _ in configs]}
+    host_samples: dict[str, list[float]] = {"baseline": [], "candidate": []}
+    unexplained: dict[str, list[float]] = {"baseline": [], "candidate": []}
+    audits = 0
+    for round_index in range(options.rounds):
+        round_sets = [write_sets(f"r{round_index}c{c}", shape, dtype, block_sizes[c]) for c, (shape, dtype) in enumerate(configs)]
+        order = [("baseline", baseline), ("candidate", candidate)]
+        if round_index % 2:
+            order.reverse()
+        for role, side in order:
+            for c, (names, sets) in enumerate(round_sets):
+                began = time.perf_counter()
+                reply = ask(side, {"cmd": "time", "inputs": names}, role)
+                elapsed = time.perf_counter() - began
+                times, host = reply.get("times_ms"), reply.get("host_ms")
+                if not (isinstance(times, list) and isinstance(host, list) and len(times) == len(names) == len(host) and valid_samples(times) and valid_samples(host)):
+                    raise TimingFailure("rejected", f"{role} reported malformed timings (non-finite, non-positive or the wrong count)")
+                claimed = sum(host) / 1000
+                if claimed > elapsed + CLAIM_SLACK_S:
+                    raise TimingFailure("rejected", f"{role} claimed {claimed * 1000:.2f} ms of calls in a block that took {elapsed * 1000:.2f} ms (forged timer)")
+                samples[role][c].append([float(t) for t in times])
+                host_samples[role] += [float(h) - float(t) for h, t in zip(host, times)]
+                unexplained[role].append((elapsed - claimed) * 1000 / len(names))
+                if role == "candidate":
+                    audits += _audit(ev, maker, candidate, sets, rng, options.audit_fraction, configs[c][1])
+        shutil.rmtree(folder, ignore_errors=True)
+        sandbox_writable_dir(folder, ev.isolation.uid)
+
+    estimate = speedup_interval(samples["baseline"], samples["candidate"])
+    flags = _cross_check(samples, host_samples, unexplained)
+    result = {
+        "speedup": estimate.speedup,
+        "speedup_ci": [estimate.ci_low, estimate.ci_high],
+        "baseline": vars(estimate.baseline),
+        "candidate": vars(estimate.candidate),
+        "rounds": estimate.rounds,
+        "calls_per_block": block_sizes,
+        "per_shape": [{"shape": list(shape), "dtype": dtype, **ps} for (shape, dtype), ps in zip(configs, estimate.per_shape)],
+        "audited_calls": audits,
+        "unexplained_ms_per_call": {k: float(np.median(v)) for k, v in unexplained.items()},
+        "fresh_inputs_every_call": True,
+        "clock": "cuda events + device-wide sync" if ev.device == "cuda" else "perf_counter_ns",
+        "threads": options.threads,
+    }
+    return result, flags
+
+
+def _audit(ev: "Evaluation", maker: CaseMaker, candidate: WorkerSession, sets: list[list], rng: secrets.SystemRandom, fraction: float, dtype: str) -> int:
+    """Check a random subset of the block's timed outputs, chosen after the block ran."""
+    count = max(1, round(fraction * len(sets)))
+    indices = sorted(rng.sample(range(len(sets)), count))
+    try:
+        reply = candidate.request({"cmd": "audit", "indices": indices, "output": "timing/audit"})
+    except WorkerFailure as exc:
+        raise TimingFailure(exc.status, f"during the timing audit: {exc.reason}") from None
+    files = reply.get("files", [])
+    if len(files) != len(indices):
+        raise TimingFailure("rejected", "candidate answered the audit with the wrong number of files")
+    for index, name in zip(indices, files):
+        gold, base = maker.reference(sets[index])
+        outputs = ev._read_outputs(name, base)
+        result = compare(outputs, gold, base, ev._tolerance(dtype))
+        if not result.passed:
+            assert result.mismatch is not None
+            raise TimingFailure("incorrect", f"timed call {index} of a block returned a wrong result (audit): {result.mismatch.line()}")
+    return count
+
+
+def _cross_check(samples: dict[str, Any], host_gap: dict[str, list[float]], unexplained: dict[str, list[float]]) -> list[str]:
+    """Compare what each worker claimed with what this process saw."""
+    flags = []
+    cand_ms = float(np.median([t for shape in samples["candidate"] for r in shape for t in r]))
+    base_extra, cand_extra = float(np.median(unexplained["baseline"])), float(np.median(unexplained["candidate"]))
+    if cand_extra > base_extra + max(0.5 * cand_ms, 1.0):
+        flags.append(f"timer mismatch: the orchestrator saw {cand_extra - base_extra:.2f} ms per call more than the candidate reported (work hidden from the timer?)")
+    base_gap, cand_gap = float(np.median(host_gap["baseline"])), float(np.median(host_gap["candidate"]))
+    if cand_gap > base_gap + max(0.1 * cand_ms, 0.05):
+        flags.append(f"host clock exceeds device events by {cand_gap - base_gap:.3f} ms per call more than the baseline's (side-stream or background work?)")
+    return flags

@@ -1,0 +1,84 @@
+"""Timing statistics: medians, spreads and a bootstrap interval for the speedup.
+
+Samples arrive as alternating rounds (baseline block, candidate block, ...), so
+the bootstrap resamples whole rounds: drift between rounds widens the interval
+instead of hiding in it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+DEFAULT_MIN_GAIN = 0.02
+SANITY_SPEEDUP = 10.0
+
+
+@dataclass
+class Summary:
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+    mean_ms: float
+    samples: int
+
+    @classmethod
+    def of(cls, samples: list[float]) -> "Summary":
+        data = np.asarray(samples, dtype=float)
+        return cls(float(np.median(data)), float(np.percentile(data, 20)), float(np.percentile(data, 80)), float(data.mean()), int(data.size))
+
+
+@dataclass
+class SpeedupEstimate:
+    speedup: float
+    ci_low: float
+    ci_high: float
+    baseline: Summary
+    candidate: Summary
+    rounds: int
+    per_shape: list[dict[str, float]] = field(default_factory=list)
+
+
+def valid_samples(samples: list[float]) -> bool:
+    """Every sample must be finite and positive (a forged 0 or NaN is tampering)."""
+    return bool(samples) and all(isinstance(s, (int, float)) and math.isfinite(s) and s > 0 for s in samples)
+
+
+def _ratio(base_rounds: list[list[float]], cand_rounds: list[list[float]]) -> float:
+    base = np.concatenate([np.asarray(r) for r in base_rounds])
+    cand = np.concatenate([np.asarray(r) for r in cand_rounds])
+    return float(np.median(base) / np.median(cand))
+
+
+def speedup_interval(
+    base_rounds_by_shape: list[list[list[float]]],
+    cand_rounds_by_shape: list[list[list[float]]],
+    resamples: int = 2000,
+    seed: int = 0,
+) -> SpeedupEstimate:
+    """Speedup = geomean over shapes of median(baseline) / median(candidate), with a 95% round bootstrap."""
+    rounds = len(base_rounds_by_shape[0])
+    point_per_shape = [_ratio(b, c) for b, c in zip(base_rounds_by_shape, cand_rounds_by_shape)]
+    point = float(np.exp(np.mean(np.log(point_per_shape))))
+    rng = np.random.default_rng(seed)
+    draws = np.empty(resamples)
+    for k in range(resamples):
+        pick = rng.integers(0, rounds, size=rounds)
+        logs = [math.log(_ratio([b[i] for i in pick], [c[i] for i in pick])) for b, c in zip(base_rounds_by_shape, cand_rounds_by_shape)]
+        draws[k] = math.exp(sum(logs) / len(logs))
+    low, high = np.percentile(draws, [2.5, 97.5])
+    all_base = [s for shape in base_rounds_by_shape for r in shape for s in r]
+    all_cand = [s for shape in cand_rounds_by_shape for r in shape for s in r]
+    per_shape = [
+        {"speedup": ratio, "baseline_median_ms": float(np.median(np.concatenate(b))), "candidate_median_ms": float(np.median(np.concatenate(c)))}
+        for ratio, b, c in zip(point_per_shape, base_rounds_by_shape, cand_rounds_by_shape)
+    ]
+    return SpeedupEstimate(point, float(low), float(high), Summary.of(all_base), Summary.of(all_cand), rounds, per_shape)
+
+
+def calls_per_block(estimate_ms: float, target_block_ms: float, lo: int = 2, hi: int = 10) -> int:
+    if estimate_ms <= 0:
+        return hi
+    return int(max(lo, min(hi, round(target_block_ms / estimate_ms))))

@@ -1,0 +1,66 @@
+"""The verdict of one evaluation: what `eval --json` prints and the database stores."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+STATUSES = ("faster", "correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected", "flagged")
+PASSING = ("faster", "correct", "flagged")
+
+
+@dataclass
+class Verdict:
+    status: str
+    reason: str = ""
+    correct: bool = False
+    speedup: float | None = None
+    speedup_ci: list[float] | None = None
+    problem: str = ""
+    backend: str = ""
+    device: str = ""
+    isolation: str = ""
+    interpreted: bool = False
+    flags: list[str] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    timing: dict[str, Any] | None = None
+    static: list[dict[str, Any]] = field(default_factory=list)
+    tolerances: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+    durations: dict[str, float] = field(default_factory=dict)
+    candidate_output: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown verdict status {self.status!r}")
+        self.reason = " ".join(self.reason.split())[:1000]
+
+    @property
+    def passed(self) -> bool:
+        return self.status in PASSING
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), default=_json_default)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Verdict":
+        """Decode a stored verdict strictly: unknown keys and wrong types are errors."""
+        if not isinstance(data, dict):
+            raise ValueError("a verdict must be a JSON object")
+        known = set(cls.__dataclass_fields__)
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown verdict field(s): {', '.join(sorted(unknown))}")
+        if not isinstance(data.get("status"), str):
+            raise ValueError("verdict has no status")
+        return cls(**data)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, float):
+        return value
+    return str(value)
