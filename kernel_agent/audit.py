@@ -1,0 +1,53 @@
+"""Refuse problems whose own checks a cheater would pass (THREATS.md rows 3-6).
+
+For each dtype and each shape worth checking: zeros, ones, the mean, random
+values, "uninitialised" values and input passthrough must all fail the checker,
+and the reference output must change with the inputs.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernel_agent.cases import CaseMaker, fresh_seed
+from kernel_agent.problem import Problem, ProblemError
+from kernel_agent.verify import Tolerance, canary_outputs, compare
+
+MAX_AUDIT_WORK = 1 << 24  # skip shapes whose dims multiply past this (float64 gold too slow on CPU)
+
+
+def audit_shapes(problem: Problem) -> list[tuple[int, ...]]:
+    shapes = []
+    for shape in problem.all_check_shapes():
+        work = 1
+        for dim in shape:
+            work *= dim
+        if 16 <= work <= MAX_AUDIT_WORK:
+            shapes.append(shape)
+    return shapes or problem.all_check_shapes()[-1:]
+
+
+def audit_problem(problem: Problem, device: str = "cpu") -> list[str]:
+    """Raise ProblemError naming the first canary that passes; return what was audited."""
+    maker = CaseMaker(problem, device)
+    audited = []
+    for dtype in problem.dtypes:
+        rtol, atol = problem.tolerances[dtype]
+        tol = Tolerance(rtol, atol, problem.norm_tolerances[dtype])
+        for shape in audit_shapes(problem):
+            golds = []
+            for distribution in problem.distributions:
+                inputs = maker.inputs(shape, dtype, distribution, fresh_seed())
+                gold, base = maker.reference(inputs)
+                golds.append(gold)
+                for name, outputs in canary_outputs(gold, base, inputs).items():
+                    if compare(outputs, gold, base, tol).passed:
+                        raise ProblemError(
+                            f"{problem.name}: degenerate for its own checks: a kernel returning {name} passes "
+                            f"(shape {list(shape)}, {dtype}, {distribution} inputs); change the input scale or distribution, or tighten TOLERANCES"
+                        )
+                audited.append(f"{list(shape)} {dtype} {distribution}")
+            again, _ = maker.reference(maker.inputs(shape, dtype, problem.distributions[0], fresh_seed()))
+            if problem.kind == "native" and all(torch.equal(a, b) for a, b in zip(golds[0], again)):
+                raise ProblemError(f"{problem.name}: the reference output does not depend on the inputs (shape {list(shape)}); a constant would pass")
+    return audited

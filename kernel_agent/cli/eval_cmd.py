@@ -1,0 +1,80 @@
+"""`kernel-agent eval PROBLEM CANDIDATE`: one trusted verdict."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, stdout
+
+
+def eval_command(
+    problem: Path = typer.Argument(..., help="A problem folder (problem.py + kernel.py) or a KernelBench .py file."),
+    candidate: Path = typer.Argument(..., help="The candidate kernel source file."),
+    json_output: bool = typer.Option(False, "--json", help="Print exactly one JSON verdict on stdout."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    timeout: float = typer.Option(180.0, help="Wall-clock seconds for each sandboxed process."),
+    backend: str = typer.Option(None, help="triton, cuda, cpp or torch (detected from the source when omitted)."),
+    min_gain: float = typer.Option(0.02, help="Accept as faster only when the 95% interval's low end clears 1 + MIN_GAIN."),
+    isolation: str = typer.Option("auto", help="auto, bwrap, unshare or process."),
+    sandbox: Path = typer.Option(Path("sandbox"), help="Folder for per-evaluation work dirs."),
+    keep: bool = typer.Option(False, help="Keep the work dir for inspection."),
+) -> None:
+    """Verify and time one candidate against a problem's baseline."""
+    import torch
+
+    from kernel_agent.audit import audit_problem
+    from kernel_agent.backends import BACKENDS
+    from kernel_agent.evaluate import EvalOptions, evaluate, run_device
+    from kernel_agent.problem import ProblemError, load_problem
+
+    if device not in ("auto", "cpu", "cuda"):
+        fail(f"--device must be auto, cpu or cuda, not {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        fail("--device cuda: no CUDA device is visible here; use --device cpu or auto")
+    if backend is not None and backend not in BACKENDS:
+        fail(f"--backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    if timeout <= 0:
+        fail("--timeout must be a positive number of seconds")
+    if isolation not in ("auto", "bwrap", "unshare", "process"):
+        fail(f"--isolation must be auto, bwrap, unshare or process, not {isolation!r}")
+    if not candidate.is_file():
+        fail(f"{candidate}: no such candidate file")
+    try:
+        source = candidate.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"{candidate}: cannot read the candidate: {exc}")
+    try:
+        loaded = load_problem(problem)
+        audit_problem(loaded, run_device(loaded, device))
+    except ProblemError as exc:
+        fail(str(exc))
+    options = EvalOptions(device=device, timeout=timeout, backend=backend, min_gain=min_gain, isolation=isolation, sandbox_root=sandbox, keep_workdir=keep)
+    try:
+        verdict = evaluate(loaded, source, options)
+    except RuntimeError as exc:  # e.g. the requested isolation level is unavailable
+        fail(str(exc))
+    if json_output:
+        sys.stdout.write(verdict.to_json() + "\n")
+    else:
+        render(verdict)
+    raise typer.Exit(EXIT_OK if verdict.passed else EXIT_VERDICT)
+
+
+def render(verdict) -> None:
+    colour = {"faster": "green", "correct": "cyan", "flagged": "yellow"}.get(verdict.status, "red")
+    stdout.print(f"[bold {colour}]{verdict.status}[/]  {verdict.problem}  ({verdict.backend} on {verdict.device}; isolation: {verdict.isolation})", highlight=False)
+    if verdict.speedup is not None:
+        low, high = verdict.speedup_ci
+        timing = verdict.timing
+        stdout.print(
+            f"speedup {verdict.speedup:.3f}x  95% CI [{low:.3f}, {high:.3f}]  "
+            f"baseline {timing['baseline']['median_ms']:.4f} ms  candidate {timing['candidate']['median_ms']:.4f} ms (medians)",
+            highlight=False,
+        )
+    passed = sum(1 for c in verdict.checks if c.get("passed"))
+    stdout.print(f"checks passed: {passed}/{len(verdict.checks)}", highlight=False)
+    if verdict.reason:
+        stdout.print(f"reason: {verdict.reason}", highlight=False)
