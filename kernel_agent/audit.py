@@ -28,9 +28,13 @@ def audit_shapes(problem: Problem) -> list[tuple[int, ...]]:
 
 
 def audit_problem(problem: Problem, device: str = "cpu") -> list[str]:
-    """Raise ProblemError naming the first canary that passes; return what was audited."""
+    """Raise ProblemError naming the first canary that passes; return warnings.
+
+    A canary that passes only the elementwise rule (the output sits within atol
+    of it) is a warning: the normwise and error-versus-baseline rules still hold.
+    """
     maker = CaseMaker(problem, device)
-    audited = []
+    warnings: list[str] = []
     for dtype in problem.dtypes:
         rtol, atol = problem.tolerances[dtype]
         tol = Tolerance(rtol, atol, problem.norm_tolerances[dtype])
@@ -41,13 +45,15 @@ def audit_problem(problem: Problem, device: str = "cpu") -> list[str]:
                 gold, base = maker.reference(inputs)
                 golds.append(gold)
                 for name, outputs in canary_outputs(gold, base, inputs).items():
-                    if compare(outputs, gold, base, tol).passed:
+                    result = compare(outputs, gold, base, tol)
+                    if not result.passed and result.mismatch is not None and result.mismatch.check != "allclose":
+                        warnings.append(f"{problem.name}: a kernel returning {name} passes the elementwise tolerance on shape {list(shape)} ({dtype}); only the normwise rules reject it")
+                    if result.passed:
                         raise ProblemError(
                             f"{problem.name}: degenerate for its own checks: a kernel returning {name} passes "
                             f"(shape {list(shape)}, {dtype}, {distribution} inputs); change the input scale or distribution, or tighten TOLERANCES"
                         )
-                audited.append(f"{list(shape)} {dtype} {distribution}")
             again, _ = maker.reference(maker.inputs(shape, dtype, problem.distributions[0], fresh_seed()))
             if problem.kind == "native" and all(torch.equal(a, b) for a, b in zip(golds[0], again)):
                 raise ProblemError(f"{problem.name}: the reference output does not depend on the inputs (shape {list(shape)}); a constant would pass")
-    return audited
+    return sorted(set(warnings))

@@ -44,7 +44,7 @@ def encode(tensors: list[torch.Tensor], meta: dict[str, Any] | None = None) -> b
         if tensor.dtype not in DTYPE_NAMES:
             raise TensorFileError(f"unsupported dtype {tensor.dtype}")
         data = tensor.detach().to("cpu").contiguous()
-        raw = data.view(torch.uint8).numpy().tobytes() if data.numel() else b""
+        raw = data.reshape(-1).view(torch.uint8).numpy().tobytes() if data.numel() else b""
         entries.append({"dtype": DTYPE_NAMES[tensor.dtype], "shape": list(data.shape), "offset": offset, "nbytes": len(raw)})
         payloads.append(raw)
         offset += len(raw)

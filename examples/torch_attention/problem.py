@@ -6,7 +6,7 @@ import torch
 
 DESCRIPTION = "Non-causal attention softmax(q k^T / sqrt(d)) v for q, k, v (batch, heads, seq, dim)"
 DEVICE = "cpu"
-SHAPES = [(2, 8, 512, 64), (1, 4, 1024, 32)]
+SHAPES = [(4, 8, 256, 64), (1, 4, 1024, 32)]
 CHECK_SHAPES = [(1, 1, 1, 1), (1, 2, 3, 5), (2, 3, 37, 16), (1, 5, 130, 24)]
 DTYPES = ["float32"]
 TUNABLES = {"BLOCK_HEADS": [1, 2, 4, 8, 16]}

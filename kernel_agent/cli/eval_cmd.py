@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, stdout
+from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, stderr, stdout
 
 
 def eval_command(
@@ -48,7 +48,8 @@ def eval_command(
         fail(f"{candidate}: cannot read the candidate: {exc}")
     try:
         loaded = load_problem(problem)
-        audit_problem(loaded, run_device(loaded, device))
+        for warning in audit_problem(loaded, run_device(loaded, device)):
+            stderr.print(f"[yellow]warning:[/] {warning}", highlight=False)
     except ProblemError as exc:
         fail(str(exc))
     options = EvalOptions(device=device, timeout=timeout, backend=backend, min_gain=min_gain, isolation=isolation, sandbox_root=sandbox, keep_workdir=keep)
