@@ -44,7 +44,8 @@ def check_plan(problem: Problem, seeds_per_shape: int = 5, bench_seeds: int = 2)
     dists = problem.distributions
     for dtype in problem.dtypes:
         for shape in problem.all_check_shapes():
-            count = seeds_per_shape if shape in problem.check_shapes or shape not in problem.shapes else bench_seeds
+            benchmark_only = shape in problem.shapes and shape not in problem.check_shapes and problem.check_shapes
+            count = bench_seeds if benchmark_only else seeds_per_shape
             count = max(count, len(dists))
             for index in range(count):
                 plan.append(CaseSpec(shape, dtype, dists[index % len(dists)], fresh_seed()))

@@ -20,7 +20,7 @@ def _version(package: str) -> str | None:
         return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as handle:

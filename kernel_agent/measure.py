@@ -40,7 +40,7 @@ class TimingFailure(Exception):
         self.reason = reason
 
 
-def measure_speedup(ev: "Evaluation", maker: CaseMaker, candidate: WorkerSession, baseline: WorkerSession) -> tuple[dict[str, Any], list[str]]:
+def measure_speedup(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, baseline: WorkerSession) -> tuple[dict[str, Any], list[str]]:
     problem, options = ev.problem, ev.options
     configs = [(shape, dtype) for dtype in problem.dtypes for shape in problem.shapes]
     folder = ev.workdir / "timing"
@@ -122,7 +122,7 @@ def measure_speedup(ev: "Evaluation", maker: CaseMaker, candidate: WorkerSession
     return result, flags
 
 
-def _audit(ev: "Evaluation", maker: CaseMaker, candidate: WorkerSession, sets: list[list], rng: secrets.SystemRandom, fraction: float, dtype: str) -> int:
+def _audit(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, sets: list[list], rng: secrets.SystemRandom, fraction: float, dtype: str) -> int:
     """Check a random subset of the block's timed outputs, chosen after the block ran."""
     count = max(1, round(fraction * len(sets)))
     indices = sorted(rng.sample(range(len(sets)), count))

@@ -25,7 +25,7 @@ class Summary:
     samples: int
 
     @classmethod
-    def of(cls, samples: list[float]) -> "Summary":
+    def of(cls, samples: list[float]) -> Summary:
         data = np.asarray(samples, dtype=float)
         return cls(float(np.median(data)), float(np.percentile(data, 20)), float(np.percentile(data, 80)), float(data.mean()), int(data.size))
 

@@ -47,7 +47,7 @@ class Verdict:
         return json.dumps(self.to_dict(), default=_json_default)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Verdict":
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
         """Decode a stored verdict strictly: unknown keys and wrong types are errors."""
         if not isinstance(data, dict):
             raise ValueError("a verdict must be a JSON object")

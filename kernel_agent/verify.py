@@ -127,11 +127,12 @@ def _compare_one(i: int, out: torch.Tensor, gold: torch.Tensor, base: torch.Tens
         idx = _first_index(over)
         count = int(over.sum())
         result.passed = False
-        result.mismatch = Mismatch(
-            "allclose", i,
-            f"{count} of {err.numel()} elements differ beyond rtol={tol.rtol:g} atol={tol.atol:g}; first at {idx}: got {float(o[tuple(idx)]):.6g}, expected {float(g[tuple(idx)]):.6g}; max abs error {max_err:.3g}",
-            idx, float(o[tuple(idx)]), float(g[tuple(idx)]), max_err,
+        got, expected = float(o[tuple(idx)]), float(g[tuple(idx)])
+        message = (
+            f"{count} of {err.numel()} elements differ beyond rtol={tol.rtol:g} atol={tol.atol:g}; "
+            f"first at {idx}: got {got:.6g}, expected {expected:.6g}; max abs error {max_err:.3g}"
         )
+        result.mismatch = Mismatch("allclose", i, message, idx, got, expected, max_err)
         return result
     eps = torch.finfo(out.dtype).eps
     max_slack, mean_slack = 64 * eps * float(g.abs().max()), 64 * eps * float(g.abs().mean())

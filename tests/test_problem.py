@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import SOFTMAX
+
 from kernel_agent.audit import audit_problem
 from kernel_agent.problem import ProblemError, load_problem
 

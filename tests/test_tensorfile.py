@@ -43,8 +43,15 @@ def test_random_bytes_never_raise_anything_but_a_clean_error(blob: bytes) -> Non
         pass
 
 
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+
+
 @settings(max_examples=1000, deadline=None)
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8), lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4), max_leaves=12))
+@given(JSON_VALUES)
 def test_random_json_headers_are_refused_cleanly(header_value: object) -> None:
     import json
 

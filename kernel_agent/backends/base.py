@@ -50,7 +50,7 @@ class Backend:
 
     allows_ctypes = False
 
-    def prepare(self, source: str, device: str, workdir: Path, build: "BuildContext") -> Prepared:
+    def prepare(self, source: str, device: str, workdir: Path, build: BuildContext) -> Prepared:
         return Prepared()
 
 

@@ -22,11 +22,11 @@ class TritonBackend(Backend):
     name = "triton"
 
     def required_construct(self, tree: ast.Module) -> str | None:
-        jitted = [
-            node.name
-            for node in ast.walk(tree)
-            if isinstance(node, ast.FunctionDef) and any("jit" in checks._dotted(d.func if isinstance(d, ast.Call) else d) or "autotune" in checks._dotted(d.func if isinstance(d, ast.Call) else d) for d in node.decorator_list)
-        ]
+        def is_triton_decorator(decorator: ast.expr) -> bool:
+            name = checks._dotted(decorator.func if isinstance(decorator, ast.Call) else decorator)
+            return "jit" in name or "autotune" in name or "heuristics" in name
+
+        jitted = [node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and any(is_triton_decorator(d) for d in node.decorator_list)]
         if not jitted:
             return "no @triton.jit kernel in the source"
         launched = any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in jitted for n in ast.walk(tree))
