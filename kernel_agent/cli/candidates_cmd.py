@@ -1,0 +1,74 @@
+"""`kernel-agent candidates list|show|diff`: every candidate, its verdict and its code."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import typer
+
+from kernel_agent.cli import options as opt
+from kernel_agent.cli.common import fail, stdout
+
+app = typer.Typer(help="List candidates, show one with its verdict, or print its diff.", no_args_is_help=True)
+
+
+def _detail(db: str | None, candidate: int) -> dict:
+    from kernel_agent.db.queries import candidate_detail
+
+    detail = candidate_detail(opt.open_db(db), candidate)
+    if detail is None:
+        fail(f"no candidate {candidate} in this database; `kernel-agent candidates list` shows them")
+    return detail
+
+
+@app.command("list")
+def list_command(
+    run: int = typer.Option(None, help="Only this run."), kernel: str = typer.Option(None, help="Only this kernel."), db: str = opt.DB, json_output: bool = opt.JSON
+) -> None:
+    """Candidates with their status and speedup."""
+    from rich.table import Table
+
+    from kernel_agent.db.queries import list_candidates
+
+    rows = list_candidates(opt.open_db(db), run, kernel)
+    if json_output:
+        sys.stdout.write(json.dumps(rows) + "\n")
+        return
+    table = Table(title="candidates")
+    for column in ("id", "run", "kernel", "round", "origin", "status", "speedup", "95% CI", "note"):
+        table.add_column(column)
+    for c in rows:
+        ci = f"[{c['speedup_ci'][0]:.2f}, {c['speedup_ci'][1]:.2f}]" if c["speedup_ci"] else "-"
+        table.add_row(str(c["id"]), str(c["run_id"]), c["kernel"], str(c["round"]), c["origin"], c["status"], f"{c['speedup']:.2f}x" if c["speedup"] else "-", ci, c["note"][:40])
+    stdout.print(table)
+
+
+@app.command("show")
+def show_command(candidate: int = typer.Argument(...), db: str = opt.DB, json_output: bool = opt.JSON) -> None:
+    """One candidate: verdict, reason, speedup and source."""
+    from rich.syntax import Syntax
+
+    detail = _detail(db, candidate)
+    if json_output:
+        sys.stdout.write(json.dumps(detail) + "\n")
+        return
+    ci = detail["speedup_ci"]
+    stdout.print(f"candidate {detail['id']} ({detail['kernel']}, run {detail['run_id']}, round {detail['round']}, {detail['origin']}) {detail['status']}"
+                 + (f" {detail['speedup']:.3f}x [{ci[0]:.3f}, {ci[1]:.3f}]" if detail["speedup"] and ci else ""), highlight=False)
+    if detail["reason"]:
+        stdout.print(f"reason: {detail['reason']}", highlight=False)
+    if detail["source"]:
+        stdout.print(Syntax(detail["source"], "python", line_numbers=True))
+
+
+@app.command("diff")
+def diff_command(
+    candidate: int = typer.Argument(...), against: str = typer.Option("baseline", help="baseline or parent."), db: str = opt.DB
+) -> None:
+    """The unified diff of a candidate against the baseline or its parent."""
+    if against not in ("baseline", "parent"):
+        fail("--against must be baseline or parent")
+    detail = _detail(db, candidate)
+    text = detail["diff_baseline"] if against == "baseline" else detail["diff_parent"]
+    sys.stdout.write(text if text else f"(no differences against the {against})\n")

@@ -1,0 +1,59 @@
+"""`kernel-agent runs list|show`: what runs exist and what each found."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import typer
+
+from kernel_agent.cli import options as opt
+from kernel_agent.cli.common import fail, stdout
+
+app = typer.Typer(help="List runs and show one run's kernels and results.", no_args_is_help=True)
+
+
+@app.command("list")
+def list_command(db: str = opt.DB, json_output: bool = opt.JSON) -> None:
+    """Runs, newest first."""
+    from rich.table import Table
+
+    from kernel_agent.db.queries import list_runs
+
+    runs = list_runs(opt.open_db(db))
+    if json_output:
+        sys.stdout.write(json.dumps(runs) + "\n")
+        return
+    table = Table(title="runs")
+    for column in ("run", "started", "status", "provider", "kernels"):
+        table.add_column(column)
+    for run in runs:
+        table.add_row(str(run["run_id"]), run["started"], run["status"], run["provider"], ", ".join(run["kernels"]))
+    stdout.print(table)
+
+
+@app.command("show")
+def show_command(run: int = typer.Argument(..., help="Run id."), db: str = opt.DB, json_output: bool = opt.JSON) -> None:
+    """One run: per kernel, its status, baseline and best times, speedup and candidate counts by status."""
+    from rich.table import Table
+
+    from kernel_agent.db.queries import run_detail
+
+    detail = run_detail(opt.open_db(db), run)
+    if detail is None:
+        fail(f"no run {run} in this database; `kernel-agent runs list` shows the runs")
+    if json_output:
+        sys.stdout.write(json.dumps(detail) + "\n")
+        return
+    llm = detail["llm"]
+    stdout.print(f"run {detail['run_id']}  {detail['status']}  provider {detail['provider']}  started {detail['started']}  "
+                 f"LLM calls {llm['calls']} ({llm['prompt_tokens']}+{llm['completion_tokens']} tokens, ${llm['cost_usd']:.4f})", highlight=False)
+    table = Table()
+    for column in ("kernel", "status", "rounds", "baseline ms", "best ms", "speedup", "best candidate", "candidates by status"):
+        table.add_column(column)
+    for k in detail["kernels"]:
+        table.add_row(
+            k["name"], k["status"], str(k["rounds"]), f"{k['baseline_ms']:.3f}" if k["baseline_ms"] else "-", f"{k['best_ms']:.3f}" if k["best_ms"] else "-",
+            f"{k['speedup']:.2f}x" if k["speedup"] else "-", str(k["best_candidate"] or "-"), ", ".join(f"{s} {n}" for s, n in sorted(k["statuses"].items())),
+        )
+    stdout.print(table)

@@ -1,0 +1,163 @@
+"""SQLAlchemy 2.0 typed ORM models: everything a run produced, content-addressed sources.
+
+The schema is owned by the Alembic migrations in `migrations/`; keep them in step.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Source(Base):
+    """A kernel source stored once, addressed by the sha256 of its text."""
+
+    __tablename__ = "sources"
+    hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    text: Mapped[str] = mapped_column(Text)
+
+
+class ProblemRow(Base):
+    __tablename__ = "problems"
+    __table_args__ = (UniqueConstraint("name", "content_hash"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(20))
+    path: Mapped[str] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    reference_hash: Mapped[str] = mapped_column(ForeignKey("sources.hash"))
+    baseline_hash: Mapped[str] = mapped_column(ForeignKey("sources.hash"))
+    device: Mapped[str] = mapped_column(String(10))
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    status: Mapped[str] = mapped_column(String(20), default="running")  # running, completed, interrupted, failed
+    provider: Mapped[str] = mapped_column(String(40))
+    model: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    note: Mapped[str] = mapped_column(Text, default="")
+    kernels: Mapped[list[RunKernel]] = relationship(back_populates="run", order_by="RunKernel.id")
+
+
+class RunKernel(Base):
+    """One kernel's progress inside a run (what `--resume` continues)."""
+
+    __tablename__ = "run_kernels"
+    __table_args__ = (UniqueConstraint("run_id", "problem_id"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    problem_id: Mapped[int] = mapped_column(ForeignKey("problems.id"))
+    status: Mapped[str] = mapped_column(String(30), default="pending")
+    reason: Mapped[str] = mapped_column(Text, default="")
+    rounds_done: Mapped[int] = mapped_column(Integer, default=0)
+    baseline_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    best_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    best_speedup: Mapped[float | None] = mapped_column(Float, nullable=True)
+    best_candidate_id: Mapped[int | None] = mapped_column(Integer, nullable=True)  # candidates.id; no FK (cycle)
+    duplicates: Mapped[int] = mapped_column(Integer, default=0)
+    run: Mapped[Run] = relationship(back_populates="kernels")
+    problem: Mapped[ProblemRow] = relationship()
+
+
+class Candidate(Base):
+    __tablename__ = "candidates"
+    __table_args__ = (UniqueConstraint("run_kernel_id", "normalized_hash"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    run_kernel_id: Mapped[int] = mapped_column(ForeignKey("run_kernels.id"))
+    problem_id: Mapped[int] = mapped_column(ForeignKey("problems.id"))
+    source_hash: Mapped[str | None] = mapped_column(ForeignKey("sources.hash"), nullable=True)
+    normalized_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("candidates.id"), nullable=True)
+    origin: Mapped[str] = mapped_column(String(40))  # baseline, search, openai, replay, ...
+    round: Mapped[int] = mapped_column(Integer, default=0)
+    note: Mapped[str] = mapped_column(Text, default="")
+    parse_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    llm_call_id: Mapped[int | None] = mapped_column(ForeignKey("llm_calls.id"), nullable=True)
+    diff_baseline: Mapped[str] = mapped_column(Text, default="")
+    diff_parent: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    source: Mapped[Source | None] = relationship()
+    evaluation: Mapped[Evaluation | None] = relationship(back_populates="candidate", uselist=False)
+
+
+class Evaluation(Base):
+    """The full verdict of `eval` for one candidate, with its environment fingerprint."""
+
+    __tablename__ = "evaluations"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    candidate_id: Mapped[int] = mapped_column(ForeignKey("candidates.id"), unique=True)
+    status: Mapped[str] = mapped_column(String(20))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    correct: Mapped[bool] = mapped_column(Boolean, default=False)
+    speedup: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ci_low: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ci_high: Mapped[float | None] = mapped_column(Float, nullable=True)
+    baseline_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    candidate_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    device: Mapped[str] = mapped_column(String(10), default="")
+    device_name: Mapped[str] = mapped_column(String(200), default="")
+    isolation: Mapped[str] = mapped_column(String(200), default="")
+    backend: Mapped[str] = mapped_column(String(20), default="")
+    interpreted: Mapped[bool] = mapped_column(Boolean, default=False)
+    flags: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    verdict: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    environment: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    duration_s: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    candidate: Mapped[Candidate] = relationship(back_populates="evaluation")
+
+
+class LLMCallRow(Base):
+    __tablename__ = "llm_calls"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"), nullable=True)
+    run_kernel_id: Mapped[int | None] = mapped_column(ForeignKey("run_kernels.id"), nullable=True)
+    round: Mapped[int] = mapped_column(Integer, default=0)
+    prompt_hash: Mapped[str] = mapped_column(String(64), index=True)
+    model: Mapped[str] = mapped_column(String(200))
+    base_url: Mapped[str] = mapped_column(Text, default="")
+    request: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    responses: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    latency_s: Mapped[float] = mapped_column(Float, default=0.0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    cached: Mapped[bool] = mapped_column(Boolean, default=False)
+    attempts: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Review(Base):
+    __tablename__ = "reviews"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    candidate_id: Mapped[int] = mapped_column(ForeignKey("candidates.id"), index=True)
+    decision: Mapped[str] = mapped_column(String(20))  # approve, reject
+    reviewer: Mapped[str] = mapped_column(String(200), default="")
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class DeviceCeiling(Base):
+    __tablename__ = "device_ceilings"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(400), unique=True)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    measured_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

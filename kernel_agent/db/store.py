@@ -1,0 +1,182 @@
+"""Writes and reads of run data, each write in its own transaction.
+
+Killing the process at any moment loses at most the evaluation in flight:
+every step is committed before the next one starts.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import hashlib
+from dataclasses import asdict
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from kernel_agent.db.models import Candidate, Evaluation, LLMCallRow, ProblemRow, Run, RunKernel, Source, utcnow
+from kernel_agent.db.session import Database
+from kernel_agent.problem import Problem
+from kernel_agent.providers.base import LLMCall
+from kernel_agent.verdict import Verdict
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def normalized_hash(source: str) -> str:
+    """Hash of the syntax tree: comments and formatting do not make a new candidate."""
+    try:
+        return sha256(ast.dump(ast.parse(source)))
+    except (SyntaxError, ValueError):
+        return sha256(source)
+
+
+def unified_diff(old: str, new: str, old_name: str, new_name: str) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), old_name, new_name))
+
+
+def put_source(session: Session, text: str) -> str:
+    digest = sha256(text)
+    if session.get(Source, digest) is None:
+        session.add(Source(hash=digest, text=text))
+        session.flush()
+    return digest
+
+
+def ensure_problem(db: Database, problem: Problem) -> int:
+    reference, baseline = problem.reference_source, problem.baseline_source
+    content = sha256(reference + "\0" + baseline)
+    with db.session() as session, session.begin():
+        row = session.scalar(select(ProblemRow).where(ProblemRow.name == problem.name, ProblemRow.content_hash == content))
+        if row is None:
+            row = ProblemRow(
+                name=problem.name, kind=problem.kind, path=str(problem.path), content_hash=content,
+                reference_hash=put_source(session, reference), baseline_hash=put_source(session, baseline), device=problem.device,
+            )
+            session.add(row)
+            session.flush()
+        return row.id
+
+
+def create_run(db: Database, provider: str, model: str | None, options: dict[str, Any]) -> int:
+    with db.session() as session, session.begin():
+        run = Run(provider=provider, model=model, options=options, status="running")
+        session.add(run)
+        session.flush()
+        return run.id
+
+
+def add_run_kernel(db: Database, run_id: int, problem_id: int) -> int:
+    with db.session() as session, session.begin():
+        existing = session.scalar(select(RunKernel).where(RunKernel.run_id == run_id, RunKernel.problem_id == problem_id))
+        if existing is not None:
+            return existing.id
+        row = RunKernel(run_id=run_id, problem_id=problem_id, status="pending")
+        session.add(row)
+        session.flush()
+        return row.id
+
+
+def update_run_kernel(db: Database, run_kernel_id: int, **fields: Any) -> None:
+    with db.session() as session, session.begin():
+        row = session.get(RunKernel, run_kernel_id)
+        assert row is not None
+        for key, value in fields.items():
+            setattr(row, key, value)
+
+
+def finish_run(db: Database, run_id: int, status: str, note: str = "") -> None:
+    with db.session() as session, session.begin():
+        run = session.get(Run, run_id)
+        assert run is not None
+        run.status = status
+        run.finished_at = utcnow()
+        if note:
+            run.note = note
+
+
+def find_candidate(db: Database, run_kernel_id: int, source: str) -> Candidate | None:
+    with db.session() as session:
+        return session.scalar(select(Candidate).where(Candidate.run_kernel_id == run_kernel_id, Candidate.normalized_hash == normalized_hash(source)))
+
+
+def add_candidate(
+    db: Database, *, run_id: int, run_kernel_id: int, problem_id: int, source: str | None, baseline_source: str,
+    parent_id: int | None, parent_source: str | None, origin: str, round: int, note: str = "",
+    parse_error: str | None = None, llm_call_id: int | None = None,
+) -> int:
+    with db.session() as session, session.begin():
+        candidate = Candidate(
+            run_id=run_id, run_kernel_id=run_kernel_id, problem_id=problem_id, origin=origin, round=round, note=note[:2000],
+            parse_error=parse_error, llm_call_id=llm_call_id, parent_id=parent_id,
+        )
+        if source is not None:
+            candidate.source_hash = put_source(session, source)
+            candidate.normalized_hash = normalized_hash(source)
+            candidate.diff_baseline = unified_diff(baseline_source, source, "baseline/kernel.py", "candidate/kernel.py")
+            if parent_source is not None:
+                candidate.diff_parent = unified_diff(parent_source, source, "parent/kernel.py", "candidate/kernel.py")
+        session.add(candidate)
+        session.flush()
+        return candidate.id
+
+
+def add_evaluation(db: Database, candidate_id: int, verdict: Verdict, duration_s: float) -> int:
+    timing = verdict.timing or {}
+    with db.session() as session, session.begin():
+        row = Evaluation(
+            candidate_id=candidate_id, status=verdict.status, reason=verdict.reason, correct=verdict.correct,
+            speedup=verdict.speedup, ci_low=verdict.speedup_ci[0] if verdict.speedup_ci else None,
+            ci_high=verdict.speedup_ci[1] if verdict.speedup_ci else None,
+            baseline_ms=timing.get("baseline", {}).get("median_ms"), candidate_ms=timing.get("candidate", {}).get("median_ms"),
+            device=verdict.device, device_name=verdict.environment.get("device_name", ""), isolation=verdict.isolation,
+            backend=verdict.backend, interpreted=verdict.interpreted, flags=list(verdict.flags), verdict=verdict.to_dict(),
+            environment=dict(verdict.environment), duration_s=duration_s,
+        )
+        session.add(row)
+        session.flush()
+        return row.id
+
+
+def add_llm_call(db: Database, call: LLMCall, run_id: int | None, run_kernel_id: int | None, round: int) -> int:
+    data = asdict(call)
+    with db.session() as session, session.begin():
+        row = LLMCallRow(
+            run_id=run_id, run_kernel_id=run_kernel_id, round=round, prompt_hash=call.prompt_hash, model=call.model,
+            base_url=call.base_url, request=data["request"], responses=list(call.response_texts), prompt_tokens=call.prompt_tokens,
+            completion_tokens=call.completion_tokens, latency_s=call.latency_s, cost_usd=call.cost_usd, error=call.error,
+            cached=call.cached, attempts=call.attempts,
+        )
+        session.add(row)
+        session.flush()
+        return row.id
+
+
+def cached_call(db: Database, prompt_hash: str) -> LLMCall | None:
+    """The most recent successful response to exactly this prompt (the response cache)."""
+    with db.session() as session:
+        row = session.scalar(
+            select(LLMCallRow).where(LLMCallRow.prompt_hash == prompt_hash, LLMCallRow.error.is_(None)).order_by(LLMCallRow.id.desc()).limit(1)
+        )
+        return None if row is None or not row.responses else row_to_call(row)
+
+
+def row_to_call(row: LLMCallRow) -> LLMCall:
+    return LLMCall(
+        prompt_hash=row.prompt_hash, model=row.model, base_url=row.base_url, request=dict(row.request), response_texts=list(row.responses),
+        prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens, latency_s=row.latency_s, cost_usd=row.cost_usd,
+        error=row.error, cached=row.cached, attempts=row.attempts,
+    )
+
+
+def recorded_calls(db: Database, run_id: int, problem_name: str | None = None) -> list[LLMCall]:
+    """Every successful LLM call of a run (for one kernel when named), oldest first: what `replay` replays."""
+    with db.session() as session:
+        query = select(LLMCallRow).where(LLMCallRow.run_id == run_id, LLMCallRow.error.is_(None))
+        if problem_name is not None:
+            query = query.join(RunKernel, RunKernel.id == LLMCallRow.run_kernel_id).join(ProblemRow, ProblemRow.id == RunKernel.problem_id)
+            query = query.where(ProblemRow.name == problem_name)
+        return [row_to_call(r) for r in session.scalars(query.order_by(LLMCallRow.id)).all()]
