@@ -514,32 +514,38 @@ def profiler_breakdown(
                     fn(*inputs)
                     sync()
             wall_s = time.perf_counter() - began
-    ops, outside_us, launches = [], 0.0, 0
+    launch_names = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
+    events = list(prof.events())
+    top_level = sum(1 for e in events if e.cpu_parent is not None and e.cpu_parent.name == marker and e.name.startswith("aten::"))
+    launches = sum(1 for e in events if e.name in launch_names)
+    ops, outside_us = [], 0.0
     for event in prof.key_averages():
         self_cpu_us = float(event.self_cpu_time_total)
-        self_dev_us = float(getattr(event, "self_device_time_total", getattr(event, "self_cuda_time_total", 0.0)) or 0.0)
         if event.key == marker:
             outside_us += self_cpu_us
             continue
-        if event.key in ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx"):
-            launches += int(event.count)
-        if event.key in ("cudaDeviceSynchronize", "cudaStreamSynchronize"):
-            continue  # our own syncs
-        ops.append({"name": event.key, "count": int(event.count), "self_cpu_ms": self_cpu_us / 1e3, **({"self_cuda_ms": self_dev_us / 1e3} if cuda else {})})
+        if event.key in ("cudaDeviceSynchronize", "cudaStreamSynchronize") or event.key in launch_names:
+            continue  # our own syncs; launches are counted above
+        op = {"name": event.key, "count": int(event.count), "self_cpu_ms": self_cpu_us / 1e3}
+        if cuda:
+            self_dev_us = getattr(event, "self_device_time_total", None)
+            if self_dev_us is None:
+                self_dev_us = getattr(event, "self_cuda_time_total", 0.0)
+            op["self_cuda_ms"] = float(self_dev_us or 0.0) / 1e3
+        ops.append(op)
     key = "self_cuda_ms" if cuda else "self_cpu_ms"
     ops.sort(key=lambda op: op[key], reverse=True)
-    operator_calls = sum(op["count"] for op in ops if op["name"].startswith("aten::"))
     return {
         "shape": list(shape),
         "dtype": dtype,
         "device": device,
         "calls": calls,
         "wall_ms_per_call": wall_s * 1e3 / calls,
-        "outside_ops_ms_per_call": outside_us / 1e3 / calls,
-        "operator_calls_per_call": operator_calls / calls,
-        "launches": launches if cuda else operator_calls,  # CUDA: kernel launch API calls; CPU: aten operator calls
-        "launches_per_call": (launches if cuda else operator_calls) / calls,
-        "top_ops": ops[:top],
+        "outside_ops_ms_per_call": outside_us / 1e3 / calls,  # e.g. a ctypes C++ kernel: invisible to the operator table
+        "torch_ops_per_call": top_level / calls,  # top-level aten operators under each call
+        "launches": launches if cuda else top_level,  # CUDA: kernel launch API calls; CPU: top-level aten operators
+        "launches_per_call": (launches if cuda else top_level) / calls,
+        "top_ops": [op for op in ops[:top] if op[key] > 0 or op["count"]],
         "trusted_only": True,
     }
 

@@ -24,7 +24,7 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
 
 
 def eval_json(problem: Path, candidate: Path, *extra: str, tmp_path: Path) -> tuple[dict, subprocess.CompletedProcess[str]]:
-    proc = run_cli("eval", str(problem), str(candidate), "--json", "--sandbox", str(tmp_path / "sandbox"), *extra)
+    proc = run_cli("eval", str(problem), str(candidate), "--json", "--sandbox", str(tmp_path / "sandbox"), "--threads", "1", *extra)
     assert proc.stdout.count("\n") == 1, f"expected one JSON line on stdout, got: {proc.stdout!r} / {proc.stderr[-2000:]}"
     return json.loads(proc.stdout), proc
 

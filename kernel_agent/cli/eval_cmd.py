@@ -21,6 +21,7 @@ def eval_command(
     isolation: str = typer.Option("auto", help="auto, bwrap, unshare or process."),
     sandbox: Path = typer.Option(Path("sandbox"), help="Folder for per-evaluation work dirs."),
     keep: bool = typer.Option(False, help="Keep the work dir for inspection."),
+    threads: int = typer.Option(None, min=1, help="CPU threads for kernels and timing, the same for baseline and candidate (default: all cores)."),
 ) -> None:
     """Verify and time one candidate against a problem's baseline."""
     import torch
@@ -53,6 +54,8 @@ def eval_command(
     except ProblemError as exc:
         fail(str(exc))
     options = EvalOptions(device=device, timeout=timeout, backend=backend, min_gain=min_gain, isolation=isolation, sandbox_root=sandbox, keep_workdir=keep)
+    if threads:
+        options.threads = threads
     try:
         verdict = evaluate(loaded, source, options)
     except RuntimeError as exc:  # e.g. the requested isolation level is unavailable

@@ -46,6 +46,7 @@ def optimize_command(
     timeout: float = opt.TIMEOUT,
     min_gain: float = opt.MIN_GAIN,
     sandbox: Path = opt.SANDBOX,
+    threads: int = opt.THREADS,
     db: str = opt.DB,
     json_output: bool = opt.JSON,
 ) -> None:
@@ -89,9 +90,11 @@ def optimize_command(
     except (ProviderConfigError, ValueError) as exc:
         fail(str(exc))
     eval_options = EvalOptions(device=device, timeout=timeout, min_gain=min_gain, sandbox_root=sandbox)
+    if threads:
+        eval_options.threads = threads
     loop_options = LoopOptions(rounds=rounds, samples=samples, beam=beam, patience=patience, eval=eval_options)
     run_options = {"rounds": rounds, "samples": samples, "beam": beam, "patience": patience, "device": device, "timeout": timeout,
-                   "min_gain": min_gain, "kernels": [str(p.path) for p in problems], "base_url": base_url if provider == "openai" else None,
+                   "min_gain": min_gain, "threads": eval_options.threads, "kernels": [str(p.path) for p in problems], "base_url": base_url if provider == "openai" else None,
                    "replay_run": replay_run}
     run_id = store.create_run(database, provider, model if provider == "openai" else None, run_options)
     stderr.print(f"run {run_id}: {len(problems)} kernel(s), provider {provider}, database {database.url}", highlight=False)

@@ -11,6 +11,7 @@ JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")
 DEVICE = typer.Option("auto", help="auto, cpu or cuda.")
 TIMEOUT = typer.Option(180.0, help="Wall-clock seconds for each sandboxed process.")
 MIN_GAIN = typer.Option(0.02, help="Accept as faster only when the 95% interval's low end clears 1 + MIN_GAIN.")
+THREADS = typer.Option(None, min=1, help="CPU threads for kernels and timing, the same for baseline and candidate (default: all cores).")
 SANDBOX = typer.Option(Path("sandbox"), help="Folder for per-evaluation work dirs.")
 
 

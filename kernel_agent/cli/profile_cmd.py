@@ -1,0 +1,179 @@
+"""`kernel-agent profile PROBLEM [--candidate FILE]`: where a kernel stands against the machine's limits.
+
+Ceilings (measured now), work counts and roofline floors per benchmark shape, the
+baseline's (or a candidate's) verified timing as a fraction of the floor, and a
+torch.profiler breakdown of the trusted baseline.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, stderr, stdout
+
+
+def profile_command(
+    problem: Path = typer.Argument(..., help="A problem folder (problem.py + kernel.py) or a KernelBench .py file."),
+    candidate: Path = typer.Option(None, "--candidate", help="Time this candidate (verified in the sandbox) instead of the baseline against itself."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    ceilings: bool = typer.Option(True, "--ceilings/--no-ceilings", help="Measure this machine's bandwidth and matmul rates now (needed for floors)."),
+    json_output: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
+) -> None:
+    """Show work counts, roofline floors and the fraction of the floor a kernel reaches."""
+    import torch
+
+    from kernel_agent.evaluate import EvalOptions, evaluate, run_device
+    from kernel_agent.problem import ProblemError, load_problem
+    from kernel_agent.profile import ProfileError, build_profile, ceilings_to_dict, measure_ceilings, profiler_breakdown, shape_rows
+
+    if device not in ("auto", "cpu", "cuda"):
+        fail(f"--device must be auto, cpu or cuda, not {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        fail("--device cuda: no CUDA device is visible here; use --device cpu or auto")
+    source = None
+    if candidate is not None:
+        if not candidate.is_file():
+            fail(f"{candidate}: no such candidate file")
+        try:
+            source = candidate.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"{candidate}: cannot read the candidate: {exc}")
+    try:
+        loaded = load_problem(problem)
+    except ProblemError as exc:
+        fail(str(exc))
+    where = run_device(loaded, device)
+
+    measured = None
+    if ceilings:
+        stderr.print(f"measuring {where} ceilings ...", highlight=False)
+        try:
+            measured = measure_ceilings(where)
+        except (ProfileError, RuntimeError) as exc:
+            stderr.print(f"[yellow]warning:[/] ceilings not measured: {exc}", highlight=False)
+
+    role = "candidate" if source is not None else "baseline"
+    if source is None:
+        # A/A: the baseline as its own candidate (KernelBench candidates must name ModelNew).
+        source = loaded.baseline_source + ("\n\nModelNew = Model\n" if loaded.kind == "kernelbench" else "")
+    stderr.print(f"timing the {role} (verified, sandboxed) ...", highlight=False)
+    verdict = None
+    with tempfile.TemporaryDirectory(prefix="kernel-agent-profile-") as sandbox:
+        try:
+            verdict = evaluate(loaded, source, EvalOptions(device=device, sandbox_root=Path(sandbox)))
+        except RuntimeError as exc:  # e.g. no isolation available
+            stderr.print(f"[yellow]warning:[/] no timing: {exc}", highlight=False)
+    timing = verdict.timing if verdict is not None else None
+    if verdict is not None and timing is None:
+        stderr.print(f"[yellow]warning:[/] no timing: {verdict.status}: {verdict.reason}", highlight=False)
+
+    try:
+        rows = shape_rows(loaded, timing, measured)
+    except ProfileError as exc:
+        fail(str(exc))
+    if role == "baseline":  # A/A: the "candidate" side is the baseline again; keep one set of numbers
+        rows = [{k: v for k, v in row.items() if not k.startswith("candidate_")} for row in rows]
+    profile = build_profile(loaded, timing, where, measured, rows=rows)
+    try:  # trusted code only: the problem's own baseline, in this process
+        breakdown: dict[str, Any] = profiler_breakdown(loaded, loaded.baseline_path, loaded.shapes[0], loaded.dtypes[0], where)
+    except Exception as exc:  # noqa: BLE001 - e.g. a Triton baseline on a machine without a GPU
+        breakdown = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
+
+    summary = None
+    if verdict is not None:
+        summary = {"role": role, "status": verdict.status, "reason": verdict.reason, "speedup": verdict.speedup, "speedup_ci": verdict.speedup_ci}
+        if timing is not None:
+            summary.update(baseline=timing.get("baseline"), candidate=timing.get("candidate"))
+    suspicious = [row for row in rows if row.get("candidate_faster_than_floor") or row.get("baseline_faster_than_floor")]
+    failed = candidate is not None and (verdict is None or not verdict.passed)
+    if json_output:
+        result = {
+            "problem": loaded.name,
+            "device": where,
+            "ceilings": ceilings_to_dict(measured) if measured is not None else None,
+            "shapes": rows,
+            "profile": profile,
+            "timing": summary,
+            "breakdown": breakdown,
+            "faster_than_floor": [row["shape"] for row in suspicious],
+        }
+        sys.stdout.write(json.dumps(result, default=str) + "\n")
+    else:
+        render(loaded.name, where, measured, rows, summary, breakdown)
+    raise typer.Exit(EXIT_VERDICT if failed else EXIT_OK)
+
+
+def _fmt(value: Any, unit: str = "") -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, (int, float)):
+        for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+            if abs(value) >= factor and unit:
+                return f"{value / factor:.3g} {prefix}{unit}"
+        return f"{value:.4g}{(' ' + unit) if unit else ''}"
+    return str(value)
+
+
+def render(name: str, device: str, ceilings, rows: list[dict[str, Any]], summary: dict[str, Any] | None, breakdown: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    stdout.print(f"[bold]{name}[/] on {device}", highlight=False)
+    if ceilings is not None:
+        rates = ", ".join(f"{dtype} {rate:.4g} GFLOP/s" for dtype, rate in ceilings.gflops.items()) or "no matmul rate"
+        stdout.print(f"ceilings ({ceilings.device_name}, measured now): memory {ceilings.memory_gbps:.4g} GB/s; {rates}", highlight=False)
+    else:
+        stdout.print("ceilings: not measured (no floors)", highlight=False)
+    if summary is not None:
+        speed = f", speedup {summary['speedup']:.3f}x" if summary.get("speedup") is not None else ""
+        stdout.print(f"timing: {summary['role']} verdict {summary['status']}{speed}", highlight=False)
+    roles = [r for r in ("baseline", "candidate") if any(f"{r}_median_ms" in row for row in rows)]
+    dtype = rows[0]["dtype"] if rows else ""
+    table = Table(title=f"per benchmark shape ({dtype})")
+    table.add_column("")
+    for row in rows:
+        table.add_column("x".join(str(d) for d in row["shape"]), justify="right")
+    metrics: list[tuple[str, Any]] = [
+        ("work", lambda row: _fmt(row["flops"], "FLOP") + ("" if row["flops_source"] == "declared" else f" ({row['flops_source']})")),
+        ("min. traffic", lambda row: _fmt(row["bytes"], "B")),
+        ("FLOP/byte", lambda row: _fmt(row["intensity"])),
+        ("bound", lambda row: row.get("bound", "-")),
+        ("floor ms", lambda row: _fmt(row.get("floor_ms"))),
+    ]
+    for role in roles:
+        metrics += [
+            (f"{role} ms (median)", lambda row, r=role: _fmt(row.get(f"{r}_median_ms"))),
+            (f"{role} GB/s", lambda row, r=role: _fmt(row.get(f"{r}_gbps"))),
+            (f"{role} GFLOP/s", lambda row, r=role: _fmt(row.get(f"{r}_gflops"))),
+            (
+                f"{role} fraction of floor",
+                lambda row, r=role: _fmt(row.get(f"{r}_fraction_of_floor")) + (" [bold red]faster than the floor![/]" if row.get(f"{r}_faster_than_floor") else ""),
+            ),
+        ]
+    for label, cell in metrics:
+        table.add_row(label, *(cell(row) for row in rows))
+    stdout.print(table)
+    if "error" in breakdown:
+        stdout.print(f"baseline profiler breakdown unavailable: {breakdown['error']}", highlight=False)
+        return
+    ops = Table(title=f"baseline profile at {'x'.join(str(d) for d in breakdown['shape'])} ({breakdown['calls']} calls, trusted code in-process)")
+    cuda = breakdown["device"] == "cuda"
+    for column in ("operator", "count", "self CPU ms") + (("self CUDA ms",) if cuda else ()):
+        ops.add_column(column)
+    for op in breakdown["top_ops"]:
+        ops.add_row(op["name"], str(op["count"]), f"{op['self_cpu_ms']:.4g}", *((f"{op['self_cuda_ms']:.4g}",) if cuda else ()))
+    stdout.print(ops)
+    launches = "kernel launches" if cuda else "top-level torch ops"
+    stdout.print(
+        f"per call: {breakdown['wall_ms_per_call']:.4g} ms wall, {breakdown['outside_ops_ms_per_call']:.4g} ms outside torch operators, "
+        f"{breakdown['launches_per_call']:.4g} {launches}",
+        highlight=False,
+    )

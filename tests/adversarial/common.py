@@ -1,0 +1,135 @@
+"""Shared helpers for the adversarial suite: fixture metadata, rendering, real evaluations.
+
+Each fixture under `fixtures/` is a real candidate file whose docstring names the THREATS.md
+row, the expected verdict status and a distinctive substring of the reason:
+
+    ROW: 27
+    EXPECT: rejected
+    REASON: harness tampering: time.perf_counter
+    OPTIONS: rounds=4 timeout=6 data_bytes=... file_bytes=...   (optional)
+    PARAMS: TARGETS PORT                                         (optional placeholders)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernel_agent.evaluate import EvalOptions, evaluate
+from kernel_agent.problem import load_problem
+from kernel_agent.sandbox.isolation import Limits
+from kernel_agent.verdict import Verdict
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+FIXTURES = HERE / "fixtures"
+PROBLEMS = HERE / "problems"
+SOFTMAX = ROOT / "tests" / "fixtures" / "softmax64"
+SANDBOX_UID = 65534
+
+
+@dataclass
+class Fixture:
+    path: Path
+    row: str
+    expect: str
+    reason: str
+    problem: Path
+    options: dict[str, float] = field(default_factory=dict)
+    params: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    def render(self, **params: str) -> str:
+        """The candidate source with its placeholders filled in."""
+        source = self.path.read_text()
+        for key in self.params:
+            source = source.replace(f"__{key}__", params.get(key, DEFAULT_PARAMS.get(key, "")))
+        return source
+
+    def eval_options(self, sandbox_root: Path, **overrides: object) -> EvalOptions:
+        opts = dict(self.options)
+        limits = Limits(
+            data_bytes=int(opts.pop("data_bytes", Limits().data_bytes or 0)) or None,
+            file_bytes=int(opts.pop("file_bytes", Limits().file_bytes)),
+        )
+        kwargs: dict[str, object] = {"sandbox_root": sandbox_root, "limits": limits, "timeout": 60.0, "rounds": 4}
+        if "rounds" in opts:
+            kwargs["rounds"] = int(opts.pop("rounds"))
+        if "timeout" in opts:
+            kwargs["timeout"] = float(opts.pop("timeout"))
+        kwargs.update(overrides)
+        return EvalOptions(**kwargs)  # type: ignore[arg-type]
+
+
+DEFAULT_PARAMS = {
+    "TARGETS": json.dumps([str(ROOT / "pyproject.toml"), "/tmp/ka-adversarial-target", str(ROOT / "runs.db")]),
+    "PORT": "9",
+}
+
+
+def _field(doc: str, name: str) -> str | None:
+    match = re.search(rf"^{name}:[ \t]*(.*)$", doc, re.MULTILINE)
+    return match.group(1).strip() if match else None
+
+
+def load_fixture(path: Path) -> Fixture:
+    text = path.read_text()
+    doc = text.split('"""')[1] if text.startswith('"""') else ""
+    expect, reason, row = _field(doc, "EXPECT"), _field(doc, "REASON"), _field(doc, "ROW")
+    if expect is None or reason is None or row is None:
+        raise ValueError(f"{path.name}: fixture docstring needs ROW, EXPECT and REASON")
+    options = {}
+    for item in (_field(doc, "OPTIONS") or "").split():
+        key, value = item.split("=")
+        options[key] = float(value)
+    problem = _field(doc, "PROBLEM")
+    return Fixture(path, row, expect, reason, PROBLEMS / problem if problem else SOFTMAX, options, (_field(doc, "PARAMS") or "").split())
+
+
+def all_fixtures() -> list[Fixture]:
+    return [load_fixture(p) for p in sorted(FIXTURES.glob("*.py"))]
+
+
+def run_fixture(fixture: Fixture, sandbox_root: Path, params: dict[str, str] | None = None, **overrides: object) -> Verdict:
+    """Evaluate the fixture through the real evaluation path (sandbox, workers, timing)."""
+    problem = load_problem(fixture.problem)
+    return evaluate(problem, fixture.render(**(params or {})), fixture.eval_options(sandbox_root, **overrides))
+
+
+def sandbox_processes() -> list[tuple[int, str]]:
+    """Processes owned by the sandbox uid, or descendants of this process (stale workers)."""
+    me = os.getpid()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        uid = int(re.search(r"^Uid:\s+(\d+)", status, re.MULTILINE).group(1))  # type: ignore[union-attr]
+        if uid == SANDBOX_UID and os.geteuid() == 0 or _descends_from(int(entry.name), me):
+            name = re.search(r"^Name:\s+(.*)$", status, re.MULTILINE)
+            found.append((int(entry.name), name.group(1) if name else "?"))
+    return found
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    for _ in range(64):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == ancestor:
+            return True
+        if ppid <= 1:
+            return False
+        pid = ppid
+    return False

@@ -1,0 +1,157 @@
+"""`kernel-agent optimize` end to end: the real CLI, the real SDK over HTTP to a scripted
+OpenAI-compatible server, real sandboxed evaluations, a real SQLite file."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from conftest import CANDIDATES, SOFTMAX, run_cli
+from scripted_server import ScriptedServer
+
+
+def fenced(path: Path) -> str:
+    return f"Here is a faster kernel.\n```python\n{path.read_text()}```\n"
+
+
+def optimize(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[dict, object]:
+    proc = run_cli("optimize", str(SOFTMAX), "--db", str(tmp_path / "runs.db"), "--sandbox", str(tmp_path / "sandbox"), "--threads", "1", "--json", *args,
+                   env={"OPENAI_API_KEY": "sk-test-not-a-real-key", **(env or {})})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout), proc
+
+
+def rows(db: Path, query: str) -> list[tuple]:
+    with sqlite3.connect(db) as connection:
+        return connection.execute(query).fetchall()
+
+
+@pytest.fixture(scope="module")
+def llm_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    tmp_path = tmp_path_factory.mktemp("llm")
+    round_one = [
+        fenced(CANDIDATES / "faster.py"),
+        "I would use a better algorithm, but I have no code for you.",
+        fenced(CANDIDATES / "syntax_error.py"),
+        fenced(CANDIDATES / "cpp_compile_error.py"),
+    ]
+    round_two = [fenced(CANDIDATES / "wrong_values.py"), fenced(CANDIDATES / "faster.py"), fenced(CANDIDATES / "wrong_values.py"), fenced(CANDIDATES / "faster.py")]
+    with ScriptedServer([round_one, {"status": 429}, round_two]) as server:
+        result, proc = optimize(tmp_path, "--provider", "openai", "--base-url", server.base_url, "--model", "scripted", "--rounds", "2", "--samples", "4", "--patience", "3")
+        requests = server.requests
+    return {"tmp": tmp_path, "result": result, "requests": requests, "stderr": proc.stderr}
+
+
+def test_good_rewrite_is_accepted_with_its_speedup(llm_run: dict) -> None:
+    kernel = llm_run["result"]["kernels"][0]
+    assert kernel["name"] == "softmax64" and kernel["status"] == "improved"
+    assert kernel["speedup"] > 1.02 and kernel["best_ms"] < kernel["baseline_ms"]
+    db = llm_run["tmp"] / "runs.db"
+    (status,) = rows(db, f"select status from evaluations where candidate_id = {kernel['best_candidate']}")[0]
+    assert status in ("faster", "flagged") or status == "faster"
+
+
+def test_every_reply_is_recorded_with_its_reason(llm_run: dict) -> None:
+    db = llm_run["tmp"] / "runs.db"
+    parse_errors = [r[0] for r in rows(db, "select parse_error from candidates where parse_error is not null")]
+    assert any("no fenced code block" in e or "no ```python" in e or "code block" in e for e in parse_errors), parse_errors
+    assert any("SyntaxError" in e for e in parse_errors), parse_errors
+    statuses = dict(rows(db, "select c.note || c.id, e.status from candidates c join evaluations e on e.candidate_id = c.id"))
+    assert sorted(statuses.values()).count("compile_error") == 1
+    assert "incorrect" in statuses.values()
+    reasons = [r[0] for r in rows(db, "select reason from evaluations where status = 'compile_error'")]
+    assert "undeclared_identifier_xyz" in reasons[0]
+
+
+def test_compile_error_text_reaches_the_next_prompt(llm_run: dict) -> None:
+    second_prompt = json.dumps(llm_run["requests"][-1]["messages"])
+    assert "undeclared_identifier_xyz" in second_prompt
+    assert "SyntaxError" in second_prompt
+    assert "undeclared_identifier_xyz" not in json.dumps(llm_run["requests"][0]["messages"])
+
+
+def test_429_is_retried_and_every_call_is_stored(llm_run: dict) -> None:
+    assert len(llm_run["requests"]) == 3  # round one, the 429, round two's retry
+    db = llm_run["tmp"] / "runs.db"
+    calls = rows(db, "select round, attempts, error, prompt_tokens, completion_tokens from llm_calls order by id")
+    assert [c[0] for c in calls] == [1, 2]
+    assert calls[1][1] == 2 and calls[1][2] is None
+    assert all(c[3] > 0 and c[4] > 0 for c in calls)
+
+
+def test_duplicates_are_not_evaluated_twice(llm_run: dict) -> None:
+    db = llm_run["tmp"] / "runs.db"
+    hashes = [r[0] for r in rows(db, "select normalized_hash from candidates where normalized_hash is not null")]
+    assert len(hashes) == len(set(hashes))
+    (duplicated,) = rows(db, "select count(*) from candidates where round = 2 and parse_error is null")[0]
+    assert duplicated == 1  # round two: the wrong rewrite once; repeats and the accepted rewrite's copy were dropped
+
+
+def test_replay_reproduces_the_candidates_without_network(llm_run: dict) -> None:
+    tmp = llm_run["tmp"]
+    result, _ = optimize(tmp, "--provider", "replay", "--replay-run", str(llm_run["result"]["run_id"]), "--rounds", "2", "--samples", "4", "--patience", "3",
+                         env={"OPENAI_API_KEY": ""})
+    db = tmp / "runs.db"
+    first = {r[0] for r in rows(db, f"select source_hash from candidates where run_id = {llm_run['result']['run_id']} and origin != 'baseline'")}
+    second = {r[0] for r in rows(db, f"select source_hash from candidates where run_id = {result['run_id']} and origin != 'baseline'")}
+    assert first == second and len(first) >= 3
+    (calls,) = rows(db, f"select count(*) from llm_calls where run_id = {result['run_id']} and cached = 0")[0]
+    assert calls == 0
+
+
+def test_runs_and_candidates_commands_read_the_database(llm_run: dict) -> None:
+    db = str(llm_run["tmp"] / "runs.db")
+    listed = json.loads(run_cli("runs", "list", "--db", db, "--json").stdout)
+    assert listed[-1]["run_id"] == llm_run["result"]["run_id"] and listed[-1]["kernels"] == ["softmax64"]
+    assert {"run_id", "started", "status", "kernels"} <= set(listed[0])
+    shown = json.loads(run_cli("runs", "show", str(llm_run["result"]["run_id"]), "--db", db, "--json").stdout)
+    counts = shown["kernels"][0]["statuses"]
+    assert counts.get("compile_error") == 1 and counts.get("unparseable") == 2
+    best = llm_run["result"]["kernels"][0]["best_candidate"]
+    diff = run_cli("candidates", "diff", str(best), "--db", db)
+    assert diff.returncode == 0 and "+    return torch.softmax(x, dim=-1)" in diff.stdout
+    missing = run_cli("candidates", "show", "99999", "--db", db)
+    assert missing.returncode == 2 and "no candidate 99999" in missing.stderr
+
+
+def test_search_provider_tunes_and_stores(tmp_path: Path) -> None:
+    result, _ = optimize(tmp_path, "--rounds", "1", "--samples", "1")
+    kernel = result["kernels"][0]
+    assert kernel["status"] in ("improved", "no_gain") and kernel["baseline_ms"] > 0
+    notes = [r[0] for r in rows(tmp_path / "runs.db", "select note from candidates where origin = 'search'")]
+    assert notes == ["CHUNK=256"]
+
+
+def test_bad_input_is_one_line_exit_2_and_loses_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    optimize(tmp_path, "--rounds", "1", "--samples", "1")
+    cases = [
+        (["optimize", str(tmp_path / "missing"), "--db", str(db)], "no such problem", {}),
+        (["optimize", str(SOFTMAX), "--db", str(db), "--provider", "openai", "--base-url", "http://127.0.0.1:9/v1", "--retries", "0"], "connect", {"OPENAI_API_KEY": "sk-x"}),
+        (["optimize", str(SOFTMAX), "--db", str(db), "--provider", "openai"], "OPENAI_API_KEY", {"OPENAI_API_KEY": ""}),
+        (["optimize", str(SOFTMAX), "--db", str(db), "--provider", "nonesuch"], "unknown provider", {}),
+    ]
+    for args, needle, env in cases:
+        proc = run_cli(*args, "--sandbox", str(tmp_path / "sandbox"), env=env)
+        assert proc.returncode == 2, (args, proc.stderr[-2000:])
+        assert needle.lower() in proc.stderr.lower(), (needle, proc.stderr)
+        assert "Traceback" not in proc.stderr
+        assert len([line for line in proc.stderr.splitlines() if line.startswith("error:")]) == 1
+    assert rows(db, "pragma integrity_check") == [("ok",)]
+    assert rows(db, "select count(*) from runs where status = 'completed'") == [(1,)]
+    # A database written by a newer schema is refused, and every row in it stays as it was.
+    with sqlite3.connect(db) as connection:
+        connection.execute("update alembic_version set version_num = '9999_future'")
+    before = dump(db)
+    proc = run_cli("runs", "list", "--db", str(db))
+    assert proc.returncode == 2 and "newer kernel-agent" in proc.stderr
+    assert dump(db) == before
+    assert not list(tmp_path.glob("runs.db.bak-*"))  # nothing was migrated, so nothing needed a backup
+
+
+def dump(db: Path) -> str:
+    with sqlite3.connect(db) as connection:
+        return "\n".join(connection.iterdump())
