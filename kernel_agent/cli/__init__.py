@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from kernel_agent.cli import candidates_cmd, db_cmd, eval_cmd, optimize_cmd, runs_cmd
+from kernel_agent.cli import candidates_cmd, db_cmd, eval_cmd, optimize_cmd, profile_cmd, runs_cmd
 
 app = typer.Typer(
     name="kernel-agent",
@@ -19,6 +19,7 @@ app = typer.Typer(
 )
 app.command("eval")(eval_cmd.eval_command)
 app.command("optimize")(optimize_cmd.optimize_command)
+app.command("profile")(profile_cmd.profile_command)
 app.add_typer(runs_cmd.app, name="runs")
 app.add_typer(candidates_cmd.app, name="candidates")
 app.add_typer(db_cmd.app, name="db")

@@ -120,15 +120,23 @@ def optimize_command(
         render_summary(run_id, results)
 
 
+STATUS_LABELS = {"improved": "improved", "no_gain": "no gain", "needs_gpu": "verified; needs a GPU", "baseline_failed": "baseline failed", "provider_failed": "provider failed"}
+
+
 def render_summary(run_id: int, results: list) -> None:
+    """The final table on stdout; reasons follow it, one line per kernel that did not improve."""
     from rich.table import Table
 
     table = Table(title=f"run {run_id}")
     for column in ("kernel", "baseline ms", "best ms", "speedup", "best candidate", "status"):
-        table.add_column(column, justify="right" if column not in ("kernel", "status") else "left")
+        table.add_column(column, justify="right" if column not in ("kernel", "status") else "left", no_wrap=column == "kernel")
     for r in results:
         table.add_row(
             r.name, f"{r.baseline_ms:.3f}" if r.baseline_ms else "-", f"{r.best_ms:.3f}" if r.best_ms else "-",
-            f"{r.speedup:.2f}x" if r.speedup else "-", str(r.best_candidate or "-"), r.status + (f": {r.reason}" if r.reason and r.status != "improved" else ""),
+            f"{r.speedup:.2f}x" if r.speedup else "-", str(r.best_candidate or "-"), STATUS_LABELS.get(r.status, r.status),
         )
     stdout.print(table)
+    for r in results:
+        if r.reason:
+            stdout.print(f"{r.name}: {r.reason}", highlight=False)
+    stdout.print(f"details: kernel-agent runs show {run_id}; code: kernel-agent candidates diff ID", highlight=False)

@@ -16,7 +16,7 @@ class LoopProgress:
         self.tasks = {name: self.progress.add_task(f"{name}: waiting", start=False) for name in kernels}
         self.state: dict[str, dict[str, Any]] = {name: {"evaluated": 0, "accepted": 0, "best": None, "round": 0} for name in kernels}
 
-    def __enter__(self) -> "LoopProgress":
+    def __enter__(self) -> LoopProgress:
         self.progress.start()
         return self
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from kernel_agent.db.models import Candidate, Evaluation, LLMCallRow, ProblemRow, Run, RunKernel
+from kernel_agent.db.models import Candidate, Evaluation, LLMCallRow, ProblemRow, Run
 from kernel_agent.db.session import Database
 
 
