@@ -25,9 +25,10 @@ from kernel_agent.backends.base import BuildContext, BuildFailed, Prepared
 from kernel_agent.backends.checks import defines
 from kernel_agent.cases import CaseMaker, CaseSpec, check_plan
 from kernel_agent.environment import fingerprint
+from kernel_agent.gate import DeviceGate, NoGate
 from kernel_agent.measure import TimingFailure, measure_speedup
 from kernel_agent.problem import Problem
-from kernel_agent.sandbox.isolation import Isolation, Limits, probe
+from kernel_agent.sandbox.isolation import Isolation, Limits, UntrustedFileError, probe, read_untrusted
 from kernel_agent.sandbox.session import WorkerFailure, WorkerSession, WorkerSpec
 from kernel_agent.timing import DEFAULT_MIN_GAIN, SANITY_SPEEDUP
 from kernel_agent.verdict import Verdict
@@ -53,6 +54,7 @@ class EvalOptions:
     keep_workdir: bool = False
     limits: Limits = field(default_factory=Limits)
     audit_fraction: float = 0.2
+    gate: DeviceGate | NoGate = field(default_factory=NoGate, repr=False)  # shared by parallel evaluations
 
 
 class EvaluationError(Exception):
@@ -113,6 +115,42 @@ class Evaluation:
         self.durations[name] = self.durations.get(name, 0.0) + time.perf_counter() - started
 
     def _run(self) -> None:
+        gate, verdict = self.options.gate, self.verdict
+        with gate.shared(self.device):  # compiles and checks may overlap other evaluations'
+            prepared, maker, cases, candidate_path = self._prepare()
+            spec = self._spec("candidate", candidate_path, self.problem.entry_point, prepared, maker)
+            candidate = WorkerSession(spec, self.workdir, self.isolation, self.options.limits, time.monotonic() + self.options.timeout)
+            candidate.start()
+        try:
+            with gate.shared(self.device):
+                started = time.perf_counter()
+                try:
+                    candidate.receive()
+                finally:
+                    verdict.candidate_output = candidate.log_tail()
+                self._phase("sandbox_start", started)
+                started = time.perf_counter()
+                try:
+                    self._verify(candidate, cases)
+                finally:
+                    verdict.candidate_output = candidate.log_tail()
+                self._phase("verification", started)
+            verdict.correct = True
+            if prepared.interpreted:
+                verdict.status = "correct"
+                verdict.reason = "verified under the Triton interpreter (CPU); timing needs a GPU, so no speedup is reported"
+                return
+            waiting = time.monotonic()
+            with gate.exclusive(self.device):  # nothing else runs on this device while it is timed
+                candidate.deadline += time.monotonic() - waiting  # waiting for the device is not the candidate's time
+                started = time.perf_counter()
+                self._time(candidate, maker, prepared)
+                self._phase("timing", started)
+        finally:
+            candidate.close()
+
+    def _prepare(self) -> tuple[Prepared, CaseMaker, list, Path]:
+        """Static checks, trusted build, inputs and references: everything before the candidate runs."""
         problem, verdict = self.problem, self.verdict
         backend_name = self.options.backend or detect_backend(self.source)
         backend = get_backend(backend_name)
@@ -141,36 +179,11 @@ class Evaluation:
             raise EvaluationError("compile_error", f"build failed: {exc}") from None
         verdict.interpreted = prepared.interpreted
         self._phase("compile", started)
-
         started = time.perf_counter()
         maker = CaseMaker(problem, self.device)
-        plan = self._plan(prepared)
-        cases = self._write_cases(maker, plan)
+        cases = self._write_cases(maker, self._plan(prepared))
         self._phase("reference", started)
-
-        spec = self._spec("candidate", candidate_path, problem.entry_point, prepared, maker)
-        deadline = time.monotonic() + self.options.timeout
-        with WorkerSession(spec, self.workdir, self.isolation, self.options.limits, deadline) as candidate:
-            started = time.perf_counter()
-            try:
-                candidate.receive()
-            finally:
-                verdict.candidate_output = candidate.log_tail()
-            self._phase("sandbox_start", started)
-            started = time.perf_counter()
-            try:
-                self._verify(candidate, cases)
-            finally:
-                verdict.candidate_output = candidate.log_tail()
-            self._phase("verification", started)
-            verdict.correct = True
-            if prepared.interpreted:
-                verdict.status = "correct"
-                verdict.reason = "verified under the Triton interpreter (CPU); timing needs a GPU, so no speedup is reported"
-                return
-            started = time.perf_counter()
-            self._time(candidate, maker, prepared)
-            self._phase("timing", started)
+        return prepared, maker, cases, candidate_path
 
     def _plan(self, prepared: Prepared) -> list[CaseSpec]:
         # The interpreter runs each program instance in numpy: fewer seeds per shape, still every shape and distribution.
@@ -196,7 +209,7 @@ class Evaluation:
         self.verdict.tolerances[dtype] = vars(tol)
         return tol
 
-    def _write_cases(self, maker: CaseMaker, plan: list[CaseSpec]) -> list[tuple[CaseSpec, str, tuple, tuple]]:
+    def _write_cases(self, maker: CaseMaker, plan: list[CaseSpec]) -> list[tuple[CaseSpec, str, tuple, tuple, list]]:
         (self.workdir / "cases").mkdir()
         cases = []
         for index, case in enumerate(plan):
@@ -205,7 +218,7 @@ class Evaluation:
             name = f"cases/{index}.in"
             output_nbytes = sum(b.numel() * b.element_size() for b in base)
             tensorfile.write(self.workdir / name, inputs, {"output_nbytes": output_nbytes})
-            cases.append((case, name, gold, base))
+            cases.append((case, name, gold, base, inputs))
         return cases
 
     def _spec(self, role: str, source: Path, entry: str, prepared: Prepared, maker: CaseMaker) -> WorkerSpec:
@@ -227,16 +240,25 @@ class Evaluation:
             extra_ro, masked = prepared.extra_ro, (problem_dir, self.options.sandbox_root.resolve())
         return WorkerSpec(role, source, entry, self.device, self.options.threads, env, extra_ro, init_file, state_file, masked)
 
-    def _verify(self, candidate: WorkerSession, cases: list[tuple[CaseSpec, str, tuple, tuple]]) -> None:
-        for index, (case, name, gold, base) in enumerate(cases):
+    def _verify(self, candidate: WorkerSession, cases: list[tuple[CaseSpec, str, tuple, tuple, list]]) -> None:
+        for index, (case, name, gold, base, inputs) in enumerate(cases):
             repeat = 2 if index == 0 else 1
             try:
-                reply = candidate.request({"cmd": "check", "inputs": name, "output": f"cases/{index}.out", "repeat": repeat})
+                reply = candidate.request({"cmd": "check", "inputs": name, "output": f"out/case{index}", "repeat": repeat})
             except WorkerFailure as exc:
                 raise WorkerFailure(exc.status, f"{case.label()}: {exc.reason}") from None
-            runs = [self._read_outputs(f, base) for f in reply.get("files", [])[:repeat]]
-            if len(runs) != repeat:
+            files = reply.get("files", [])
+            if not isinstance(files, list) or len(files) != repeat:
                 raise EvaluationError("rejected", "worker reply names the wrong number of output files")
+            runs = []
+            for file in files:
+                outputs, returned_inputs = self._read_outputs(file, base, inputs)
+                if len(returned_inputs) != len(inputs):
+                    raise EvaluationError("rejected", f"{case.label()}: the worker did not return the inputs for the trusted mutation check")
+                for j, (after, before) in enumerate(zip(returned_inputs, inputs)):
+                    if after.dtype != before.dtype or after.shape != before.shape or not torch.equal(after, before):
+                        raise EvaluationError("incorrect", f"{case.label()}: input {j} was modified by the kernel (found by the trusted side's bitwise comparison)")
+                runs.append(outputs)
             result = compare(runs[0], gold, base, self._tolerance(case.dtype))
             errors = {"max_abs_error": result.max_abs_error, "rel_norm_error": result.rel_norm_error, "base_max_abs_error": result.base_max_abs_error}
             self.verdict.checks.append({"case": case.label(), "passed": result.passed, **errors})
@@ -246,19 +268,30 @@ class Evaluation:
             if repeat == 2 and not all(torch.equal(a, b) for a, b in zip(runs[0], runs[1])):
                 raise EvaluationError("incorrect", f"{case.label()}: two runs on the same input gave different bits (nondeterministic or reads uninitialised memory)")
 
-    def _read_outputs(self, name: str, base: tuple) -> list[torch.Tensor]:
-        limit = 4 * sum(b.numel() * b.element_size() for b in base) + (1 << 20)
+    def _read_outputs(self, name: object, base: tuple, inputs: list | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Outputs (and, for check calls, the inputs as the kernel left them) from a sandbox-written file.
+
+        The file is opened without following links, must be a regular file (a FIFO would block
+        this process forever) and is size-capped before it is read.
+        """
+        in_bytes = sum(t.numel() * t.element_size() for t in inputs or [])
+        limit = 4 * (sum(b.numel() * b.element_size() for b in base) + in_bytes) + (1 << 20)
+        if not isinstance(name, str):
+            raise EvaluationError("rejected", "worker named an output file that is not a string")
         path = self.workdir / name
-        if path.parent != self.workdir / "cases" and path.parent != self.workdir / "timing":
-            raise EvaluationError("rejected", "worker named an output file outside its case folder")
+        if path.parent != self.workdir / "out":
+            raise EvaluationError("rejected", "worker named an output file outside its output folder")
         try:
-            tensors, meta = tensorfile.read(path, max_bytes=limit)
-        except tensorfile.TensorFileError as exc:
+            tensors, meta = tensorfile.decode(read_untrusted(path, limit), max_bytes=limit)
+        except (tensorfile.TensorFileError, UntrustedFileError) as exc:
             raise EvaluationError("rejected", f"unreadable output file: {exc}") from None
+        count = meta.get("outputs", len(tensors))
+        if not isinstance(count, int) or not 0 <= count <= len(tensors):
+            raise EvaluationError("rejected", "output file holds a malformed output count")
         devices = meta.get("devices", [])
         if devices and any(d != self.device for d in devices):
             raise EvaluationError("incorrect", f"outputs on {devices}, expected {self.device}")
-        return tensors
+        return tensors[:count], tensors[count:]
 
     def _time(self, candidate: WorkerSession, maker: CaseMaker, prepared: Prepared) -> None:
         problem, options, verdict = self.problem, self.options, self.verdict

@@ -1,23 +1,35 @@
 """One kernel's optimization loop: baseline, then rounds of propose -> dedupe -> evaluate -> keep the best.
 
-Every step is stored before the next one starts (DESIGN.md section 8), so the
-database always tells the whole story of a kernel, and a killed run loses at
-most the evaluation in flight.
+Every step is stored before the next one starts (DESIGN.md section 8): the LLM
+call before its candidates, each candidate before its evaluation, each verdict
+as soon as it exists. A killed run therefore resumes from the database alone:
+stored verdicts are not redone, stored LLM replies are served from the
+response cache, and only the evaluations that were in flight run again.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import select
+
+from kernel_agent.budget import Budget, BudgetLimits
 from kernel_agent.db import store
+from kernel_agent.db.models import Candidate, RunKernel
 from kernel_agent.db.session import Database
-from kernel_agent.evaluate import EvalOptions, evaluate, run_device
+from kernel_agent.evaluate import EvalOptions, run_device
+from kernel_agent.executors import Executor, LocalExecutor
 from kernel_agent.problem import Problem
 from kernel_agent.providers.base import Attempt, Proposal, ProposalContext, Provider
 from kernel_agent.verdict import Verdict
+
+TERMINAL = ("improved", "no_gain", "needs_gpu", "baseline_failed", "provider_failed")
 
 
 @dataclass
@@ -27,12 +39,13 @@ class LoopOptions:
     beam: int = 2
     patience: int = 2
     eval: EvalOptions = field(default_factory=EvalOptions)
+    budget: BudgetLimits = field(default_factory=BudgetLimits)  # per kernel
 
 
 @dataclass
 class KernelResult:
     name: str
-    status: str  # improved, no_gain, needs_gpu, baseline_failed, provider_failed
+    status: str  # improved, no_gain, needs_gpu, baseline_failed, provider_failed, budget_reached, interrupted
     baseline_ms: float | None = None
     best_ms: float | None = None
     speedup: float | None = None
@@ -56,6 +69,26 @@ def _no_progress(event: str, data: dict[str, Any]) -> None:
 
 
 @dataclass
+class Shared:
+    """What all kernels of a run share: where evaluations run, LLM concurrency, the run budget, the stop flag."""
+
+    executor: Executor = field(default_factory=lambda: LocalExecutor(1))
+    llm_slots: AbstractContextManager = field(default_factory=nullcontext)
+    budget: Budget = field(default_factory=lambda: Budget(BudgetLimits(), "run"))
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
+class Pending:
+    candidate_id: int
+    source: str
+    note: str
+    round: int
+    future: Future[Verdict] | None = None
+    started: float = 0.0
+
+
+@dataclass
 class KernelLoop:
     db: Database
     run_id: int
@@ -63,124 +96,216 @@ class KernelLoop:
     provider: Provider
     options: LoopOptions
     progress: Progress = _no_progress
+    shared: Shared = field(default_factory=Shared)
 
     def __post_init__(self) -> None:
         self.problem_id = store.ensure_problem(self.db, self.problem)
         self.run_kernel_id = store.add_run_kernel(self.db, self.run_id, self.problem_id)
         self.baseline_source = self.problem.baseline_source
-        self.history: list[Attempt] = []
-        self.parents: list[Attempt] = []
-        self.sources: dict[int, str] = {}
-        self.medians: dict[int, float | None] = {}  # candidate id -> its measured median ms
+        self.device = run_device(self.problem, self.options.eval.device)
+        self.budget = Budget(self.options.budget, "kernel", parent=self.shared.budget)
+        self.attempts: dict[int, Attempt] = {}  # candidate id -> evaluated attempt (or unparseable reply)
+        self.medians: dict[int, float | None] = {}
+        self.baseline_id: int | None = None
+        self.baseline_verdict: Verdict | None = None
+        self.rounds_done = 0
+        self.queued: set[int] = set()  # candidates handed to the executor by this process
+        self.result = KernelResult(name=self.problem.name, status="no_gain")
+        self._restore()
 
-    # ---- steps -------------------------------------------------------------------
-    def _evaluate(self, candidate_id: int, source: str) -> Verdict:
-        started = time.perf_counter()
-        verdict = evaluate(self.problem, source, self.options.eval)
-        store.add_evaluation(self.db, candidate_id, verdict, time.perf_counter() - started)
-        return verdict
+    # ---- state from the database ----------------------------------------------------
+    def _restore(self) -> None:
+        """Rebuild the loop's state from what is stored (a fresh kernel has nothing yet)."""
+        with self.db.session() as session:
+            row = session.get(RunKernel, self.run_kernel_id)
+            assert row is not None
+            self.rounds_done, self.stored_status = row.rounds_done, row.status
+            candidates = session.scalars(select(Candidate).where(Candidate.run_kernel_id == self.run_kernel_id).order_by(Candidate.id)).all()
+            self.unevaluated: list[Pending] = []
+            for c in candidates:
+                evaluation = c.evaluation
+                source = c.source.text if c.source else ""
+                if c.origin == "baseline":
+                    self.baseline_id = c.id
+                    if evaluation is not None:
+                        self.baseline_verdict = Verdict.from_dict(evaluation.verdict)
+                    continue
+                if c.parse_error is not None:
+                    self.attempts[c.id] = Attempt(c.id, "", "unparseable", c.parse_error, None, c.note, c.round)
+                elif evaluation is None:
+                    self.unevaluated.append(Pending(c.id, source, c.note, c.round))
+                else:
+                    self._remember(c.id, source, c.note, c.round, Verdict.from_dict(evaluation.verdict), count=False)
+            self.queued = {p.candidate_id for p in self.unevaluated}
 
-    def measure_baseline(self) -> Verdict:
+    def _remember(self, candidate_id: int, source: str, note: str, round_index: int, verdict: Verdict, count: bool = True) -> None:
+        self.attempts[candidate_id] = Attempt(candidate_id, source, verdict.status, verdict.reason, verdict.speedup, note, round_index)
+        self.medians[candidate_id] = (verdict.timing or {}).get("candidate", {}).get("median_ms")
+        if count:
+            self.result.evaluated += 1
+            if verdict.status == "faster":
+                self.result.accepted += 1
+
+    @property
+    def parents(self) -> list[Attempt]:
+        accepted = [a for a in self.attempts.values() if a.status == "faster" and a.speedup]
+        return sorted(accepted, key=lambda a: (-(a.speedup or 0.0), a.candidate_id or 0))[: self.options.beam]
+
+    def history_before(self, round_index: int) -> list[Attempt]:
+        """Earlier rounds' attempts in storage order: the same prompt on a resume as the first time."""
+        return [a for cid, a in sorted(self.attempts.items()) if a.round < round_index]
+
+    # ---- steps -------------------------------------------------------------------------
+    def _submit(self, pending: Pending) -> bool:
+        """Start an evaluation unless a budget or the stop flag says no."""
+        if self.shared.stop.is_set():
+            return False
+        reason = self.budget.try_take_candidate()
+        if reason:
+            self.budget_reason = reason
+            return False
+        self.progress("evaluate", {"kernel": self.problem.name, "round": pending.round, "candidate": pending.candidate_id, "note": pending.note})
+        pending.started = time.perf_counter()
+        pending.future = self.shared.executor.submit(self.problem, pending.source, self.options.eval)
+        return True
+
+    def _collect(self, pending: Pending) -> None:
+        assert pending.future is not None
+        verdict = pending.future.result()
+        store.add_evaluation(self.db, pending.candidate_id, verdict, time.perf_counter() - pending.started)
+        self._remember(pending.candidate_id, pending.source, pending.note, pending.round, verdict)
+        if verdict.status == "faster":
+            best = self.parents[0]
+            store.update_run_kernel(self.db, self.run_kernel_id, best_candidate_id=best.candidate_id, best_speedup=best.speedup)
+        self.progress("evaluated", {"kernel": self.problem.name, "candidate": pending.candidate_id, "status": verdict.status, "speedup": verdict.speedup})
+
+    def _evaluate_all(self, batch: list[Pending]) -> bool:
+        """Evaluate in parallel; False when a budget or the stop flag cut the batch short."""
+        started = [p for p in batch if self._submit(p)]
+        for pending in started:
+            self._collect(pending)
+        return len(started) == len(batch)
+
+    def _baseline(self) -> Verdict:
         """The baseline against itself: its time, spread and correctness under the same protocol."""
-        candidate_id = store.add_candidate(
-            self.db, run_id=self.run_id, run_kernel_id=self.run_kernel_id, problem_id=self.problem_id, source=self.baseline_source,
-            baseline_source=self.baseline_source, parent_id=None, parent_source=None, origin="baseline", round=0, note="the problem's baseline",
-        )
-        self.baseline_id = candidate_id
-        self.sources[candidate_id] = self.baseline_source
-        self.progress("baseline", {"kernel": self.problem.name})
-        return self._evaluate(candidate_id, self.baseline_source)
+        if self.baseline_id is None:
+            self.baseline_id = store.add_candidate(
+                self.db, run_id=self.run_id, run_kernel_id=self.run_kernel_id, problem_id=self.problem_id, source=self.baseline_source,
+                baseline_source=self.baseline_source, parent_id=None, parent_source=None, origin="baseline", round=0, note="the problem's baseline",
+            )
+        if self.baseline_verdict is None:
+            self.progress("baseline", {"kernel": self.problem.name})
+            started = time.perf_counter()
+            verdict = self.shared.executor.submit(self.problem, self.baseline_source, self.options.eval).result()
+            store.add_evaluation(self.db, self.baseline_id, verdict, time.perf_counter() - started)
+            self.baseline_verdict = verdict
+        return self.baseline_verdict
 
     def _profile(self, verdict: Verdict) -> dict[str, Any]:
         try:
             from kernel_agent.profile import build_profile
 
-            return build_profile(self.problem, verdict.timing, run_device(self.problem, self.options.eval.device), None)
+            return build_profile(self.problem, verdict.timing, self.device, None)
         except Exception as exc:  # noqa: BLE001 - a profile is advice; never let it stop the loop
             return {"error": f"profile unavailable: {type(exc).__name__}: {exc}"}
 
-    def _record(self, proposal: Proposal, call_ids: list[int], round_index: int) -> tuple[int | None, str | None]:
-        """Store one proposal; return (candidate id to evaluate, its source) or (None, None)."""
+    def _record(self, proposal: Proposal, call_ids: list[int], round_index: int) -> Pending | None:
+        """Store one proposal; return what to evaluate (None: unparseable, a repeat, or already evaluated)."""
         call_id = call_ids[proposal.llm_call_index] if proposal.llm_call_index is not None and proposal.llm_call_index < len(call_ids) else None
-        parent = self.parents[0] if self.parents else None
-        parent_id = parent.candidate_id if parent else self.baseline_id
-        parent_source = parent.source if parent else self.baseline_source
+        parents = self.parents
+        parent_id = parents[0].candidate_id if parents else self.baseline_id
+        parent_source = parents[0].source if parents else self.baseline_source
         common = dict(run_id=self.run_id, run_kernel_id=self.run_kernel_id, problem_id=self.problem_id, baseline_source=self.baseline_source, round=round_index)
         if proposal.source is None:
-            store.add_candidate(self.db, source=None, parent_id=parent_id, parent_source=None, origin=proposal.origin, note=proposal.note,
-                                parse_error=proposal.parse_error, llm_call_id=call_id, **common)
-            self.history.append(Attempt(None, "", "unparseable", proposal.parse_error or "no candidate in the reply", None, proposal.note, round_index))
-            return None, None
-        if store.find_candidate(self.db, self.run_kernel_id, proposal.source) is not None:
-            self.history.append(Attempt(None, proposal.source, "duplicate", "same code as an earlier candidate", None, proposal.note, round_index))
-            return None, None
+            if any(a.status == "unparseable" and a.round == round_index and a.note == proposal.note and a.reason == proposal.parse_error for a in self.attempts.values()):
+                return None  # this round's reply was already recorded before a restart
+            candidate_id = store.add_candidate(self.db, source=None, parent_id=parent_id, parent_source=None, origin=proposal.origin, note=proposal.note,
+                                               parse_error=proposal.parse_error, llm_call_id=call_id, **common)
+            self.attempts[candidate_id] = Attempt(candidate_id, "", "unparseable", proposal.parse_error or "no candidate in the reply", None, proposal.note, round_index)
+            return None
+        existing = store.find_candidate(self.db, self.run_kernel_id, proposal.source)
+        if existing is not None:
+            fresh = existing.id not in self.attempts and existing.id not in self.queued and existing.id != self.baseline_id
+            if fresh and existing.round == round_index:
+                self.queued.add(existing.id)
+                return Pending(existing.id, proposal.source, proposal.note, round_index)  # stored, never evaluated (killed in flight)
+            store.count_duplicate(self.db, self.run_kernel_id)
+            return None
         candidate_id = store.add_candidate(self.db, source=proposal.source, parent_id=parent_id, parent_source=parent_source, origin=proposal.origin,
                                            note=proposal.note, llm_call_id=call_id, **common)
-        self.sources[candidate_id] = proposal.source
-        return candidate_id, proposal.source
+        self.queued.add(candidate_id)
+        return Pending(candidate_id, proposal.source, proposal.note, round_index)
 
     # ---- the loop -------------------------------------------------------------------
     def run(self) -> KernelResult:
-        name = self.problem.name
+        result = self.result
+        if self.stored_status in TERMINAL:
+            return self._summary(self.stored_status, "")
+        self.budget_reason = ""
         store.update_run_kernel(self.db, self.run_kernel_id, status="running")
-        baseline = self.measure_baseline()
-        result = KernelResult(name=name, status="no_gain", evaluated=1)
+        baseline = self._baseline()
         if not baseline.passed:
-            return self._finish(result, "baseline_failed", f"the baseline does not verify: {baseline.status}: {baseline.reason}")
+            return self._finish("baseline_failed", f"the baseline does not verify: {baseline.status}: {baseline.reason}")
         if baseline.interpreted:
-            return self._finish(result, "needs_gpu", "verified under the Triton interpreter; timing (and so optimization) needs a GPU")
+            return self._finish("needs_gpu", "verified under the Triton interpreter; timing (and so optimization) needs a GPU")
         result.baseline_ms = (baseline.timing or {}).get("baseline", {}).get("median_ms")
         store.update_run_kernel(self.db, self.run_kernel_id, baseline_ms=result.baseline_ms)
         profile = self._profile(baseline)
+        if self.unevaluated and not self._evaluate_all(self.unevaluated):
+            return self._stopped()
         stale_rounds = 0
-        for round_index in range(1, self.options.rounds + 1):
+        for round_index in range(self.rounds_done + 1, self.options.rounds + 1):
+            if self.shared.stop.is_set() or self.budget.reached():
+                return self._stopped()
+            best_before = self.parents[0].speedup if self.parents else 1.0
             context = ProposalContext(
-                problem=self.problem, baseline_source=self.baseline_source, parents=list(self.parents), history=list(self.history),
-                profile=profile, round=round_index, samples=self.options.samples, device=run_device(self.problem, self.options.eval.device),
+                problem=self.problem, baseline_source=self.baseline_source, parents=self.parents, history=self.history_before(round_index),
+                profile=profile, round=round_index, samples=self.options.samples, device=self.device,
                 cache_lookup=lambda key: store.cached_call(self.db, key),
             )
-            self.progress("round", {"kernel": name, "round": round_index})
-            batch = self.provider.propose(context)
-            call_ids = [store.add_llm_call(self.db, call, self.run_id, self.run_kernel_id, round_index) for call in batch.calls]
+            self.progress("round", {"kernel": self.problem.name, "round": round_index})
+            with self.shared.llm_slots:
+                batch = self.provider.propose(context)
+            call_ids = []
+            for call in batch.calls:
+                call_ids.append(store.add_llm_call(self.db, call, self.run_id, self.run_kernel_id, round_index))
+                self.budget.charge_call(call)
+                self.progress("llm", {"kernel": self.problem.name, "tokens": 0 if call.cached else call.prompt_tokens + call.completion_tokens, "cost": 0 if call.cached else call.cost_usd})
             failed_calls = [c.error for c in batch.calls if c.error]
             if failed_calls and not batch.proposals:
-                return self._finish(result, "provider_failed", f"the provider failed: {failed_calls[-1]}")
+                return self._finish("provider_failed", f"the provider failed: {failed_calls[-1]}")
             if not batch.proposals and batch.exhausted:
                 break
-            best_before = self.parents[0].speedup if self.parents else 1.0
-            for proposal in batch.proposals:
-                candidate_id, source = self._record(proposal, call_ids, round_index)
-                if candidate_id is None or source is None:
-                    continue
-                self.progress("evaluate", {"kernel": name, "round": round_index, "candidate": candidate_id, "note": proposal.note})
-                verdict = self._evaluate(candidate_id, source)
-                result.evaluated += 1
-                self.medians[candidate_id] = (verdict.timing or {}).get("candidate", {}).get("median_ms")
-                attempt = Attempt(candidate_id, source, verdict.status, verdict.reason, verdict.speedup, proposal.note, round_index)
-                self.history.append(attempt)
-                if verdict.status == "faster":
-                    result.accepted += 1
-                    self.parents = sorted([*self.parents, attempt], key=lambda a: a.speedup or 0.0, reverse=True)[: self.options.beam]
-                    self._store_best()
-                self.progress("evaluated", {"kernel": name, "candidate": candidate_id, "status": verdict.status, "speedup": verdict.speedup})
+            todo = [p for p in (self._record(proposal, call_ids, round_index) for proposal in batch.proposals) if p is not None]
+            if not self._evaluate_all(todo):
+                return self._stopped()
+            self.rounds_done = round_index
             store.update_run_kernel(self.db, self.run_kernel_id, rounds_done=round_index)
             best_now = self.parents[0].speedup if self.parents else 1.0
             stale_rounds = 0 if (best_now or 0) > (best_before or 0) else stale_rounds + 1
             if stale_rounds >= self.options.patience:
                 break
-        if self.parents:
-            best = self.parents[0]
+        return self._finish("improved", "") if self.parents else self._finish("no_gain", "no candidate was verifiably faster than the baseline")
+
+    def _stopped(self) -> KernelResult:
+        if self.shared.stop.is_set():
+            return self._finish("interrupted", "stopped before finishing; resume the run to continue")
+        return self._finish("budget_reached", self.budget_reason or self.budget.reached() or "budget reached")
+
+    def _summary(self, status: str, reason: str) -> KernelResult:
+        result = self.result
+        result.status, result.reason = status, reason
+        if self.baseline_verdict is not None and self.baseline_verdict.timing:
+            result.baseline_ms = self.baseline_verdict.timing.get("baseline", {}).get("median_ms")
+        parents = self.parents
+        if parents:
+            best = parents[0]
             result.speedup, result.best_candidate = best.speedup, best.candidate_id
             result.best_ms = self.medians.get(best.candidate_id) if best.candidate_id is not None else None
-            return self._finish(result, "improved", "")
-        return self._finish(result, "no_gain", "no candidate was verifiably faster than the baseline")
+        return result
 
-    def _store_best(self) -> None:
-        best = self.parents[0]
-        store.update_run_kernel(self.db, self.run_kernel_id, best_candidate_id=best.candidate_id, best_speedup=best.speedup)
-
-    def _finish(self, result: KernelResult, status: str, reason: str) -> KernelResult:
-        result.status, result.reason = status, reason
+    def _finish(self, status: str, reason: str) -> KernelResult:
+        result = self._summary(status, reason)
         store.update_run_kernel(self.db, self.run_kernel_id, status=status, reason=reason, best_ms=result.best_ms)
         self.progress("done", {"kernel": result.name, "status": status, "speedup": result.speedup})
         return result

@@ -22,7 +22,6 @@ import numpy as np
 
 from kernel_agent import tensorfile
 from kernel_agent.cases import CaseMaker, fresh_seed
-from kernel_agent.sandbox.isolation import sandbox_writable_dir
 from kernel_agent.sandbox.session import WorkerFailure, WorkerSession
 from kernel_agent.timing import calls_per_block, speedup_interval, valid_samples
 from kernel_agent.verify import compare
@@ -31,6 +30,11 @@ if TYPE_CHECKING:
     from kernel_agent.evaluate import Evaluation
 
 CLAIM_SLACK_S = 0.002
+# The trusted clock around a `time` request sees the calls plus a small fixed cost (IPC,
+# bookkeeping). A candidate whose unexplained time exceeds the baseline's by more than
+# this (per block) spent time its timer did not report: a forged or hidden-work timer.
+GAP_SLACK_MS = 1.0
+GAP_SLACK_FRACTION = 0.1
 
 
 class TimingFailure(Exception):
@@ -43,8 +47,8 @@ class TimingFailure(Exception):
 def measure_speedup(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, baseline: WorkerSession) -> tuple[dict[str, Any], list[str]]:
     problem, options = ev.problem, ev.options
     configs = [(shape, dtype) for dtype in problem.dtypes for shape in problem.shapes]
-    folder = ev.workdir / "timing"
-    sandbox_writable_dir(folder, ev.isolation.uid)
+    folder = ev.workdir / "timing"  # trusted inputs: owned by this process, read-only to the sandbox
+    folder.mkdir()
     rng = secrets.SystemRandom()
 
     def write_sets(tag: str, shape: tuple, dtype: str, count: int) -> tuple[list[str], list[list]]:
@@ -77,7 +81,8 @@ def measure_speedup(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, 
 
     samples: dict[str, list[list[list[float]]]] = {"baseline": [[] for _ in configs], "candidate": [[] for _ in configs]}
     host_samples: dict[str, list[float]] = {"baseline": [], "candidate": []}
-    unexplained: dict[str, list[float]] = {"baseline": [], "candidate": []}
+    unexplained: dict[str, list[float]] = {"baseline": [], "candidate": []}  # ms per block the trusted clock saw beyond the claims
+    claimed_blocks: dict[str, list[float]] = {"baseline": [], "candidate": []}
     audits = 0
     for round_index in range(options.rounds):
         round_sets = [write_sets(f"r{round_index}c{c}", shape, dtype, block_sizes[c]) for c, (shape, dtype) in enumerate(configs)]
@@ -86,8 +91,9 @@ def measure_speedup(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, 
             order.reverse()
         for role, side in order:
             for c, (names, sets) in enumerate(round_sets):
+                ask(side, {"cmd": "stage", "inputs": names}, role)
                 began = time.perf_counter()
-                reply = ask(side, {"cmd": "time", "inputs": names}, role)
+                reply = ask(side, {"cmd": "time"}, role)
                 elapsed = time.perf_counter() - began
                 times, host = reply.get("times_ms"), reply.get("host_ms")
                 if not (isinstance(times, list) and isinstance(host, list) and len(times) == len(names) == len(host) and valid_samples(times) and valid_samples(host)):
@@ -97,14 +103,18 @@ def measure_speedup(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, 
                     raise TimingFailure("rejected", f"{role} claimed {claimed * 1000:.2f} ms of calls in a block that took {elapsed * 1000:.2f} ms (forged timer)")
                 samples[role][c].append([float(t) for t in times])
                 host_samples[role] += [float(h) - float(t) for h, t in zip(host, times)]
-                unexplained[role].append((elapsed - claimed) * 1000 / len(names))
+                unexplained[role].append((elapsed - claimed) * 1000)
+                claimed_blocks[role].append(claimed * 1000)
                 if role == "candidate":
                     audits += _audit(ev, maker, candidate, sets, rng, options.audit_fraction, configs[c][1])
         shutil.rmtree(folder, ignore_errors=True)
-        sandbox_writable_dir(folder, ev.isolation.uid)
+        folder.mkdir()
 
+    gap = _timer_gap(unexplained, claimed_blocks)
+    if gap is not None:
+        raise TimingFailure("rejected", gap)
     estimate = speedup_interval(samples["baseline"], samples["candidate"])
-    flags = _cross_check(samples, host_samples, unexplained)
+    flags = _cross_check(samples, host_samples)
     result = {
         "speedup": estimate.speedup,
         "speedup_ci": [estimate.ci_low, estimate.ci_high],
@@ -114,7 +124,7 @@ def measure_speedup(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, 
         "calls_per_block": block_sizes,
         "per_shape": [{"shape": list(shape), "dtype": dtype, **ps} for (shape, dtype), ps in zip(configs, estimate.per_shape)],
         "audited_calls": audits,
-        "unexplained_ms_per_call": {k: float(np.median(v)) for k, v in unexplained.items()},
+        "unexplained_ms_per_block": {k: float(np.median(v)) for k, v in unexplained.items()},
         "fresh_inputs_every_call": True,
         "clock": "cuda events + device-wide sync" if ev.device == "cuda" else "perf_counter_ns",
         "threads": options.threads,
@@ -127,7 +137,7 @@ def _audit(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, sets: lis
     count = max(1, round(fraction * len(sets)))
     indices = sorted(rng.sample(range(len(sets)), count))
     try:
-        reply = candidate.request({"cmd": "audit", "indices": indices, "output": "timing/audit"})
+        reply = candidate.request({"cmd": "audit", "indices": indices, "output": "out/audit"})
     except WorkerFailure as exc:
         raise TimingFailure(exc.status, f"during the timing audit: {exc.reason}") from None
     files = reply.get("files", [])
@@ -135,7 +145,7 @@ def _audit(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, sets: lis
         raise TimingFailure("rejected", "candidate answered the audit with the wrong number of files")
     for index, name in zip(indices, files):
         gold, base = maker.reference(sets[index])
-        outputs = ev._read_outputs(name, base)
+        outputs, _ = ev._read_outputs(name, base)
         result = compare(outputs, gold, base, ev._tolerance(dtype))
         if not result.passed:
             assert result.mismatch is not None
@@ -143,13 +153,28 @@ def _audit(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, sets: lis
     return count
 
 
-def _cross_check(samples: dict[str, Any], host_gap: dict[str, list[float]], unexplained: dict[str, list[float]]) -> list[str]:
-    """Compare what each worker claimed with what this process saw."""
+def _timer_gap(unexplained: dict[str, list[float]], claimed: dict[str, list[float]]) -> str | None:
+    """The trusted clock against the candidate's claims, calibrated on the baseline's process.
+
+    Inputs are staged before each `time` request, so the trusted clock around it covers the
+    calls and a small fixed cost that both processes pay alike. A candidate that reports less
+    than it spends (a patched or self-restoring timer, a forged reply, an impersonated worker)
+    leaves the difference here.
+    """
+    base_extra, cand_extra = float(np.median(unexplained["baseline"])), float(np.median(unexplained["candidate"]))
+    allowed = max(GAP_SLACK_FRACTION * float(np.median(claimed["candidate"])), GAP_SLACK_MS)
+    if cand_extra > base_extra + allowed:
+        return (
+            f"timer mismatch: the orchestrator's clock saw {cand_extra - base_extra:.2f} ms per block more than the candidate "
+            f"reported (allowed {allowed:.2f} ms): forged or bypassed timer, or work hidden from it"
+        )
+    return None
+
+
+def _cross_check(samples: dict[str, Any], host_gap: dict[str, list[float]]) -> list[str]:
+    """Compare the worker's two clocks (device events and host) with the baseline's."""
     flags = []
     cand_ms = float(np.median([t for shape in samples["candidate"] for r in shape for t in r]))
-    base_extra, cand_extra = float(np.median(unexplained["baseline"])), float(np.median(unexplained["candidate"]))
-    if cand_extra > base_extra + max(0.5 * cand_ms, 1.0):
-        flags.append(f"timer mismatch: the orchestrator saw {cand_extra - base_extra:.2f} ms per call more than the candidate reported (work hidden from the timer?)")
     base_gap, cand_gap = float(np.median(host_gap["baseline"])), float(np.median(host_gap["candidate"]))
     if cand_gap > base_gap + max(0.1 * cand_ms, 0.05):
         flags.append(f"host clock exceeds device events by {cand_gap - base_gap:.3f} ms per call more than the baseline's (side-stream or background work?)")

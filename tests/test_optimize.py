@@ -8,7 +8,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from conftest import CANDIDATES, SOFTMAX, run_cli
 from scripted_server import ScriptedServer
 

@@ -95,15 +95,16 @@ def build_in_sandbox(cpp_source: str, build: BuildContext) -> Path:
     try:
         (tmp / "kernel.cpp").write_text(cpp_source)
         prepare_workdir(tmp, build.isolation.uid)
-        command = wrap(cpp.compile_command(tmp / "kernel.cpp", tmp / "kernel.so"), build.isolation, tmp)
+        built = tmp / "out" / "kernel.so"  # the only folder the compiler may write
+        command = wrap(cpp.compile_command(tmp / "kernel.cpp", built), build.isolation, tmp)
         try:
             proc = subprocess.run(command, capture_output=True, text=True, timeout=build.timeout, env=sandbox_env({}, tmp), cwd=tmp)
         except subprocess.TimeoutExpired:
             raise BuildFailed(f"compiler ran past {build.timeout:.0f} s") from None
-        if proc.returncode != 0 or not (tmp / "kernel.so").is_file():
+        if proc.returncode != 0 or built.is_symlink() or not built.is_file():
             raise BuildFailed(_compiler_summary(proc.stderr) or f"compiler exited with {proc.returncode}")
         staged = build.store / f".{target.name}.{os.getpid()}"
-        shutil.copyfile(tmp / "kernel.so", staged)
+        shutil.copyfile(built, staged, follow_symlinks=False)
         os.chmod(staged, 0o755)
         os.replace(staged, target)
     finally:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from kernel_agent.cli import candidates_cmd, db_cmd, eval_cmd, optimize_cmd, profile_cmd, runs_cmd
+from kernel_agent.cli import candidates_cmd, db_cmd, eval_cmd, export_cmd, optimize_cmd, profile_cmd, report_cmd, review_cmd, runs_cmd
 
 app = typer.Typer(
     name="kernel-agent",
@@ -23,6 +23,9 @@ app.command("profile")(profile_cmd.profile_command)
 app.add_typer(runs_cmd.app, name="runs")
 app.add_typer(candidates_cmd.app, name="candidates")
 app.add_typer(db_cmd.app, name="db")
+app.add_typer(review_cmd.app, name="review")
+app.command("report")(report_cmd.report_command)
+app.command("export")(export_cmd.export_command)
 
 
 @app.callback()

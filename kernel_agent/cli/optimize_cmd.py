@@ -1,9 +1,15 @@
-"""`kernel-agent optimize KERNEL...`: find faster verified variants and store everything."""
+"""`kernel-agent optimize KERNEL...`: find faster verified variants and store everything.
+
+Thin: parse options into a `RunPlan`, store it with a new run (or load it with
+`--resume`), build the provider and executor, run the batch, render.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import threading
 from pathlib import Path
 
 import typer
@@ -11,33 +17,30 @@ import typer
 from kernel_agent.cli import options as opt
 from kernel_agent.cli.common import fail, stderr, stdout
 
-
-def collect_problems(paths: list[Path]) -> list[Path]:
-    """Problem folders and KernelBench files; a folder of problem folders expands to its members."""
-    found: list[Path] = []
-    for path in paths:
-        if path.is_dir() and not (path / "problem.py").is_file():
-            members = sorted(p for p in path.iterdir() if p.is_dir() and (p / "problem.py").is_file())
-            if not members:
-                fail(f"{path}: holds no problem folders (folders with problem.py and kernel.py)")
-            found += members
-        else:
-            found.append(path)
-    return found
+PROVIDER_KEYS = ("base_url", "model", "temperature", "max_tokens", "request_timeout", "max_retries", "prompts_dir", "prices_file", "api_key_file", "replay_run")
 
 
 def optimize_command(
-    kernels: list[Path] = typer.Argument(..., help="Problem folders, KernelBench .py files, or folders of problems."),
+    kernels: list[str] = typer.Argument(None, help="Problem folders, KernelBench .py files, folders of problems, or globs."),
+    manifest: Path = typer.Option(None, help="TOML manifest: [[kernel]] tables with path and per-kernel options."),
+    resume: int = typer.Option(None, help="Continue run RUN where it stopped (its stored plan is used)."),
     provider: str = typer.Option("search", help="search (offline tunables search), openai, replay, or a plugin."),
     rounds: int = typer.Option(3, min=1, help="Proposal rounds per kernel."),
     samples: int = typer.Option(4, min=1, help="Candidates per round."),
     beam: int = typer.Option(2, min=1, help="Best accepted variants kept as parents."),
     patience: int = typer.Option(2, min=1, help="Stop a kernel after this many rounds without a better variant."),
+    workers: int = typer.Option(None, min=1, help="Parallel evaluations (default: one per GPU; 2 on a CPU). Timed runs never overlap on a device."),
+    concurrency: int = typer.Option(4, min=1, help="LLM requests in flight at once."),
+    max_candidates: int = typer.Option(None, min=1, help="Run budget: candidates evaluated."),
+    max_tokens: int = typer.Option(None, min=1, help="Run budget: LLM tokens (prompt + completion)."),
+    max_cost: float = typer.Option(None, min=0, help="Run budget: USD, from the model price table (--prices adds models)."),
+    time_limit: float = typer.Option(None, min=1, help="Run budget: wall-clock seconds."),
     base_url: str = typer.Option("https://api.openai.com/v1", help="OpenAI-compatible endpoint (provider openai)."),
     model: str = typer.Option("gpt-4o-mini", help="Model name (provider openai)."),
     api_key_file: Path = typer.Option(None, help="File holding the API key (default: $OPENAI_API_KEY)."),
+    prices: Path = typer.Option(None, help="TOML file of extra model prices: [prices] \"model\" = [usd_per_1M_in, usd_per_1M_out]."),
     temperature: float = typer.Option(0.7),
-    max_tokens: int = typer.Option(8192),
+    max_tokens_per_reply: int = typer.Option(8192, "--max-tokens-per-reply"),
     request_timeout: float = typer.Option(300.0, help="Seconds per LLM request."),
     retries: int = typer.Option(4, help="Retries on 429, 5xx, timeouts and dropped connections."),
     prompts: Path = typer.Option(None, help="Folder of jinja2 templates overriding the packaged prompts."),
@@ -51,76 +54,169 @@ def optimize_command(
     json_output: bool = opt.JSON,
 ) -> None:
     """Optimize kernels: baseline, then rounds of propose -> verify -> time -> keep the best."""
-    from kernel_agent.audit import audit_problem
-    from kernel_agent.db import store
-    from kernel_agent.evaluate import EvalOptions, run_device
-    from kernel_agent.loop import KernelLoop, LoopOptions
-    from kernel_agent.problem import ProblemError, load_problem
-    from kernel_agent.providers import make_provider
-    from kernel_agent.providers.openai_chat import ProviderConfigError
+    from kernel_agent.batch import KernelSpec, PlanError, RunPlan, expand_paths, load_manifest
 
+    database = opt.open_db(db)
+    if resume is not None:
+        run_resume(database, resume, json_output, workers)
+        return
     if device not in ("auto", "cpu", "cuda"):
         fail(f"--device must be auto, cpu or cuda, not {device!r}")
+    if not kernels and manifest is None:
+        fail("name the kernels to optimize (problem folders, KernelBench files, globs) or pass --manifest FILE.toml")
+    try:
+        specs = [KernelSpec(path=p) for p in expand_paths(kernels or [])]
+        if manifest is not None:
+            specs += load_manifest(manifest)
+    except PlanError as exc:
+        fail(str(exc))
+    provider_options = {
+        "base_url": base_url, "model": model, "temperature": temperature, "max_tokens": max_tokens_per_reply, "request_timeout": request_timeout,
+        "max_retries": retries, "prompts_dir": str(prompts) if prompts else None, "prices_file": str(prices) if prices else None,
+        "api_key_file": str(api_key_file) if api_key_file else None, "replay_run": replay_run,
+    }
+    if provider == "replay" and replay_run is None:
+        fail("--provider replay needs --replay-run RUN (the run whose recorded replies to replay)")
+    plan = RunPlan(
+        kernels=specs, provider=provider, provider_options=provider_options if provider != "search" else {}, rounds=rounds, samples=samples,
+        beam=beam, patience=patience, device=device, timeout=timeout, min_gain=min_gain, threads=threads, sandbox=str(sandbox),
+        workers=workers, concurrency=concurrency,
+        budget={"max_candidates": max_candidates, "max_tokens": max_tokens, "max_cost": max_cost, "time_limit": time_limit},
+    )
+    execute(database, plan, None, json_output)
+
+
+def run_resume(database, run_id: int, json_output: bool, workers: int | None = None) -> None:
+    """Continue a stored run with its stored plan."""
+    from kernel_agent.batch import RunPlan
+    from kernel_agent.db.models import Run
+
+    with database.session() as session:
+        run = session.get(Run, run_id)
+        if run is None:
+            fail(f"no run {run_id} in this database; `kernel-agent runs list` shows the runs")
+        if run.status == "completed":
+            fail(f"run {run_id} already completed; nothing to resume")
+        stored = dict(run.options or {})
+    if "kernels" not in stored or "provider" not in stored:
+        fail(f"run {run_id} was stored without a plan; it cannot be resumed")
+    plan = RunPlan.from_json(stored)
+    if workers:
+        plan.workers = workers
+    execute(database, plan, run_id, json_output)
+
+
+def build_providers(database, plan, problems) -> dict:
+    """One provider per kernel name (replay is per kernel; the others are shared)."""
+    from kernel_agent.db import store
+    from kernel_agent.providers import make_provider
+    from kernel_agent.providers.openai_chat import load_prices
+
+    options = dict(plan.provider_options)
+    if plan.provider == "replay":
+        return {p.name: make_provider("replay", calls=store.recorded_calls(database, options["replay_run"], p.name)) for _, p in problems}
+    if plan.provider == "openai":
+        prices_file = options.pop("prices_file", None)
+        options["prices"] = load_prices(Path(prices_file)) if prices_file else None
+        options["prompts_dir"] = Path(options["prompts_dir"]) if options.get("prompts_dir") else None
+        options["api_key_file"] = Path(options["api_key_file"]) if options.get("api_key_file") else None
+        options.pop("replay_run", None)
+        options["n"] = plan.samples
+    else:
+        options = {k: v for k, v in options.items() if k not in PROVIDER_KEYS}
+    shared = make_provider(plan.provider, **options)
+    return {p.name: shared for _, p in problems}
+
+
+def execute(database, plan, run_id: int | None, json_output: bool) -> None:
+    from kernel_agent.audit import audit_problem
+    from kernel_agent.batch import BatchRun, load_kernel, store_plan
+    from kernel_agent.cli.progress import LoopProgress
+    from kernel_agent.db import store
+    from kernel_agent.evaluate import run_device
+    from kernel_agent.executors import LocalExecutor
+    from kernel_agent.problem import ProblemError
+    from kernel_agent.providers.openai_chat import ProviderConfigError
+
     problems = []
-    for path in collect_problems(kernels):
+    for spec in plan.kernels:
         try:
-            problem = load_problem(path)
-            for warning in audit_problem(problem, run_device(problem, device)):
+            problem = load_kernel(spec)
+            for warning in audit_problem(problem, run_device(problem, plan.device)):
                 stderr.print(f"[yellow]warning:[/] {warning}", highlight=False)
         except ProblemError as exc:
             fail(str(exc))
-        problems.append(problem)
-    database = opt.open_db(db)
-    provider_options: dict = {}
-    if provider == "openai":
-        provider_options = dict(base_url=base_url, model=model, api_key_file=api_key_file, temperature=temperature, n=samples,
-                                max_tokens=max_tokens, request_timeout=request_timeout, max_retries=retries, prompts_dir=prompts)
-    elif provider == "replay":
-        if replay_run is None:
-            fail("--provider replay needs --replay-run RUN (the run whose recorded replies to replay)")
+        problems.append((spec, problem))
+    names = [p.name for _, p in problems]
+    if len(set(names)) != len(names):
+        fail(f"two kernels share a name ({', '.join(sorted({n for n in names if names.count(n) > 1}))}); pass each problem once")
     try:
-        providers = {}
-        for problem in problems:
-            if provider == "replay":
-                calls = store.recorded_calls(database, replay_run, problem.name)
-                providers[problem.name] = make_provider("replay", calls=calls)
-            elif not providers:
-                shared = make_provider(provider, **provider_options)
-                providers = {p.name: shared for p in problems}
+        providers = build_providers(database, plan, problems)
     except (ProviderConfigError, ValueError) as exc:
         fail(str(exc))
-    eval_options = EvalOptions(device=device, timeout=timeout, min_gain=min_gain, sandbox_root=sandbox)
-    if threads:
-        eval_options.threads = threads
-    loop_options = LoopOptions(rounds=rounds, samples=samples, beam=beam, patience=patience, eval=eval_options)
-    run_options = {"rounds": rounds, "samples": samples, "beam": beam, "patience": patience, "device": device, "timeout": timeout,
-                   "min_gain": min_gain, "threads": eval_options.threads, "kernels": [str(p.path) for p in problems], "base_url": base_url if provider == "openai" else None,
-                   "replay_run": replay_run}
-    run_id = store.create_run(database, provider, model if provider == "openai" else None, run_options)
-    stderr.print(f"run {run_id}: {len(problems)} kernel(s), provider {provider}, database {database.url}", highlight=False)
-    results = []
-    from kernel_agent.cli.progress import LoopProgress
-
-    try:
-        with LoopProgress(stderr, [p.name for p in problems]) as progress:
-            for problem in problems:
-                loop = KernelLoop(database, run_id, problem, providers[problem.name], loop_options, progress.event)
-                results.append(loop.run())
-    except KeyboardInterrupt:
-        store.finish_run(database, run_id, "interrupted", "stopped by Ctrl-C")
-        stderr.print(f"interrupted: run {run_id} is saved in {database.url}", highlight=False)
-        raise typer.Exit(130) from None
+    if run_id is None:
+        run_id = store_plan(database, plan, plan.provider_options.get("model") if plan.provider == "openai" else None)
+        stderr.print(f"run {run_id}: {len(problems)} kernel(s), provider {plan.provider}, database {database.url}", highlight=False)
+    else:
+        store.reopen_run(database, run_id)
+        stderr.print(f"resuming run {run_id}: {len(problems)} kernel(s), provider {plan.provider}, database {database.url}", highlight=False)
+    executor = LocalExecutor(plan.workers)
+    progress = LoopProgress(stderr, names, plan.rounds)
+    batch = BatchRun(database, run_id, plan, problems, providers, executor, progress.event)
+    results = run_until_interrupted(batch, progress, database, run_id)
+    executor.shutdown()
     if results and all(r.status == "provider_failed" for r in results):
         store.finish_run(database, run_id, "failed", results[-1].reason)
         fail(f"{results[-1].reason}; check --base-url, the key and the endpoint, then rerun")
-    store.finish_run(database, run_id, "completed")
+    unfinished = [r for r in results if r.status in ("interrupted", "budget_reached")]
+    store.finish_run(database, run_id, "stopped" if unfinished else "completed", "; ".join(sorted({r.reason for r in unfinished})))
     if json_output:
         sys.stdout.write(json.dumps({"run_id": run_id, "kernels": [r.to_dict() for r in results]}) + "\n")
     else:
         render_summary(run_id, results)
 
 
-STATUS_LABELS = {"improved": "improved", "no_gain": "no gain", "needs_gpu": "verified; needs a GPU", "baseline_failed": "baseline failed", "provider_failed": "provider failed"}
+def run_until_interrupted(batch, progress, database, run_id: int) -> list:
+    """Run the batch; the first Ctrl-C lets evaluations in flight finish, a second one stops at once."""
+    from kernel_agent.db import store
+
+    outcome: dict = {}
+
+    def target() -> None:
+        try:
+            outcome["results"] = batch.run()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=target, name="batch", daemon=True)
+    with progress:
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(0.2)
+        except KeyboardInterrupt:
+            batch.stop.set()
+            store.finish_run(database, run_id, "interrupted", "stopped by Ctrl-C")
+            progress.stop()
+            stderr.print(f"stopping: letting evaluations in flight finish (Ctrl-C again to stop now). Resume with: kernel-agent optimize --resume {run_id}", highlight=False)
+            try:
+                while worker.is_alive():
+                    worker.join(0.2)
+            except KeyboardInterrupt:
+                pass
+            stderr.print(f"interrupted: run {run_id} is saved; resume with: kernel-agent optimize --resume {run_id}", highlight=False)
+            sys.stderr.flush()
+            # Sandboxed workers die with this process; an evaluation cut short is redone on resume.
+            os._exit(130)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["results"]
+
+
+STATUS_LABELS = {
+    "improved": "improved", "no_gain": "no gain", "needs_gpu": "verified; needs a GPU", "baseline_failed": "baseline failed",
+    "provider_failed": "provider failed", "budget_reached": "budget reached", "interrupted": "interrupted",
+}
 
 
 def render_summary(run_id: int, results: list) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from rich.console import Console
@@ -9,39 +11,72 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 
 class LoopProgress:
-    """One line per kernel: round, candidates evaluated/accepted, best speedup, last status."""
+    """One line per kernel (round, evaluated/accepted, best speedup, failures by status) and one for the run."""
 
-    def __init__(self, console: Console, kernels: list[str]) -> None:
+    def __init__(self, console: Console, kernels: list[str], rounds: int) -> None:
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=False)
+        self.overall = self.progress.add_task("run: starting")
         self.tasks = {name: self.progress.add_task(f"{name}: waiting", start=False) for name in kernels}
-        self.state: dict[str, dict[str, Any]] = {name: {"evaluated": 0, "accepted": 0, "best": None, "round": 0} for name in kernels}
+        self.state: dict[str, dict[str, Any]] = {name: {"evaluated": 0, "accepted": 0, "best": None, "round": 0, "failures": {}, "done": False} for name in kernels}
+        self.rounds = rounds
+        self.tokens, self.cost, self.started = 0, 0.0, time.monotonic()
+        self.lock = threading.Lock()
+        self.running = False
 
     def __enter__(self) -> LoopProgress:
         self.progress.start()
+        self.running = True
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        self.stop()
+
+    def stop(self) -> None:
+        if self.running:
+            self.progress.stop()
+            self.running = False
 
     def event(self, kind: str, data: dict[str, Any]) -> None:
+        with self.lock:
+            self._event(kind, data)
+            self._overall()
+
+    def _event(self, kind: str, data: dict[str, Any]) -> None:
         name = data["kernel"]
         state, task = self.state[name], self.tasks[name]
         if kind == "baseline":
             self.progress.start_task(task)
             text = "measuring the baseline"
         elif kind == "round":
+            self.progress.start_task(task)
             state["round"] = data["round"]
             text = f"round {data['round']}: asking the provider"
+        elif kind == "llm":
+            self.tokens += data["tokens"]
+            self.cost += data["cost"]
+            return
         elif kind == "evaluate":
-            text = f"round {state['round']}: evaluating candidate {data['candidate']} {data.get('note', '')[:40]}"
+            text = f"round {state['round']}: evaluating candidate {data['candidate']} {data.get('note', '')[:30]}"
         elif kind == "evaluated":
             state["evaluated"] += 1
             if data["status"] == "faster":
                 state["accepted"] += 1
                 state["best"] = max(state["best"] or 0, data["speedup"] or 0)
+            elif data["status"] not in ("correct", "flagged"):
+                state["failures"][data["status"]] = state["failures"].get(data["status"], 0) + 1
             text = f"round {state['round']}: candidate {data['candidate']} {data['status']}"
         else:  # done
+            state["done"] = True
             text = f"done: {data['status']}"
             self.progress.stop_task(task)
         best = f"{state['best']:.2f}x" if state["best"] else "-"
-        self.progress.update(task, description=f"{name}: {text} | evaluated {state['evaluated']}, accepted {state['accepted']}, best {best}")
+        failures = ", ".join(f"{k} {v}" for k, v in sorted(state["failures"].items()))
+        self.progress.update(task, description=f"{name}: {text} | evaluated {state['evaluated']}, accepted {state['accepted']}, best {best}" + (f" | {failures}" if failures else ""))
+
+    def _overall(self) -> None:
+        elapsed = time.monotonic() - self.started
+        total = len(self.state) * self.rounds
+        done = sum(self.rounds if s["done"] else max(0, s["round"] - 1) for s in self.state.values())
+        eta = f"{elapsed / done * (total - done):.0f} s" if done else "-"
+        finished = sum(1 for s in self.state.values() if s["done"])
+        self.progress.update(self.overall, description=f"run: {finished}/{len(self.state)} kernels done | tokens {self.tokens} | ${self.cost:.4f} | ETA {eta}")

@@ -9,6 +9,7 @@ import typer
 
 from kernel_agent.cli import options as opt
 from kernel_agent.cli.common import fail, stdout
+from kernel_agent.cli.run_arg import RUN, resolve_run_or_fail
 
 app = typer.Typer(help="List runs and show one run's kernels and results.", no_args_is_help=True)
 
@@ -33,13 +34,14 @@ def list_command(db: str = opt.DB, json_output: bool = opt.JSON) -> None:
 
 
 @app.command("show")
-def show_command(run: int = typer.Argument(..., help="Run id."), db: str = opt.DB, json_output: bool = opt.JSON) -> None:
+def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON) -> None:
     """One run: per kernel, its status, baseline and best times, speedup and candidate counts by status."""
     from rich.table import Table
 
     from kernel_agent.db.queries import run_detail
 
-    detail = run_detail(opt.open_db(db), run)
+    database = opt.open_db(db)
+    detail = run_detail(database, resolve_run_or_fail(database, run))
     if detail is None:
         fail(f"no run {run} in this database; `kernel-agent runs list` shows the runs")
     if json_output:
@@ -57,3 +59,14 @@ def show_command(run: int = typer.Argument(..., help="Run id."), db: str = opt.D
             f"{k['speedup']:.2f}x" if k["speedup"] else "-", str(k["best_candidate"] or "-"), ", ".join(f"{s} {n}" for s, n in sorted(k["statuses"].items())),
         )
     stdout.print(table)
+
+
+@app.command("resume")
+def resume_command(
+    run: int = typer.Argument(..., help="Run id."), db: str = opt.DB, json_output: bool = opt.JSON,
+    workers: int = typer.Option(None, min=1, help="Parallel evaluations (default: as stored with the run)."),
+) -> None:
+    """Continue a run that was interrupted or killed, from what the database holds."""
+    from kernel_agent.cli.optimize_cmd import run_resume
+
+    run_resume(opt.open_db(db), run, json_output, workers)

@@ -88,6 +88,20 @@ def update_run_kernel(db: Database, run_kernel_id: int, **fields: Any) -> None:
             setattr(row, key, value)
 
 
+def count_duplicate(db: Database, run_kernel_id: int) -> None:
+    with db.session() as session, session.begin():
+        row = session.get(RunKernel, run_kernel_id)
+        assert row is not None
+        row.duplicates += 1
+
+
+def reopen_run(db: Database, run_id: int) -> None:
+    with db.session() as session, session.begin():
+        run = session.get(Run, run_id)
+        assert run is not None
+        run.status, run.finished_at = "running", None
+
+
 def finish_run(db: Database, run_id: int, status: str, note: str = "") -> None:
     with db.session() as session, session.begin():
         run = session.get(Run, run_id)

@@ -1,0 +1,44 @@
+"""`kernel-agent export RUN --out DIR --name PKG`: the run's verified winners as an installable package."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kernel_agent.cli import options as opt
+from kernel_agent.cli.common import fail, stderr, stdout
+from kernel_agent.cli.run_arg import RUN, resolve_run_or_fail
+
+
+def export_command(
+    run: str = RUN,
+    out: Path = typer.Option(..., "--out", help="Folder to write the package into (new, empty, or a previous export)."),
+    name: str = typer.Option(..., "--name", help="Python package name, e.g. my_kernels."),
+    approved_only: bool = typer.Option(False, "--approved-only", help="Only candidates whose latest review is approve."),
+    kernel: list[str] = typer.Option(None, "--kernel", help="Only this kernel (repeatable)."),
+    sandbox: Path = opt.SANDBOX,
+    threads: int = opt.THREADS,
+    timeout: float = opt.TIMEOUT,
+    db: str = opt.DB,
+) -> None:
+    """Re-verify each kernel's best shippable candidate in the sandbox, then write the package, its tests and its benchmarks."""
+    from kernel_agent.evaluate import EvalOptions
+    from kernel_agent.export import ExportError, export_run
+
+    database = opt.open_db(db)
+    run_id = resolve_run_or_fail(database, run)
+    options = EvalOptions(sandbox_root=sandbox, timeout=timeout, rounds=3)
+    if threads:
+        options.threads = threads
+    try:
+        result = export_run(database, run_id, out, name, approved_only=approved_only, kernels=kernel or None, options=options,
+                            notify=lambda message: stderr.print(message, highlight=False))
+    except ExportError as exc:
+        fail(str(exc))
+    for kernel_name, reason in result.skipped:
+        stderr.print(f"[yellow]not exported:[/] {kernel_name}: {reason}", highlight=False, soft_wrap=True)
+    for k in result.exported:
+        speedup = f"{k.speedup:.2f}x" if k.speedup else "-"
+        stdout.print(f"exported {k.name}: candidate {k.candidate_id}, {speedup} on {k.device} ({k.device_name}); re-verified: {k.reverified}", highlight=False)
+    stdout.print(f"{len(result.exported)} kernel(s) in {result.out} (package {result.package}); install with: pip install {result.out}", highlight=False)

@@ -1,0 +1,142 @@
+"""`kernel-agent review RUN | approve CAND | reject CAND`: a human decides what may ship.
+
+`review RUN` is the default action of the group: any first word that is not a
+subcommand is taken as RUN (so `review 3`, `review latest` and
+`review approve 7` all work as written).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+from kernel_agent.cli import options as opt
+from kernel_agent.cli.common import fail, stdout
+from kernel_agent.cli.run_arg import RUN, resolve_run_or_fail
+
+PAST = {"approve": "approved", "reject": "rejected"}
+ANSWERS = {"a": "approve", "approve": "approve", "r": "reject", "reject": "reject", "s": "skip", "skip": "skip", "": "skip", "q": "quit", "quit": "quit"}
+
+
+class DefaultToStart(TyperGroup):
+    """A group whose unknown first word runs the `start` subcommand with it as RUN."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["start", *args]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(cls=DefaultToStart, help="Review accepted and flagged candidates: `review RUN`, `review approve CAND`, `review reject CAND`.",
+                  no_args_is_help=True)
+
+
+@app.command("start")
+def start_command(
+    run: str = RUN, kernel: str = typer.Option(None, "--kernel", help="Only this kernel."), db: str = opt.DB,
+) -> None:
+    """Walk each kernel's accepted and flagged candidates, best first, and approve, reject or skip each."""
+    from kernel_agent.review import queue, record
+
+    database = opt.open_db(db)
+    run_id = resolve_run_or_fail(database, run)
+    items = queue(database, run_id, kernel)
+    if kernel and not items:
+        fail(f"run {run_id} has no kernel {kernel!r}")
+    total = sum(len(candidates) for _, candidates in items)
+    if total == 0:
+        stdout.print(f"run {run_id}: no accepted or flagged candidates to review", highlight=False)
+        return
+    decided = 0
+    for kernel_record, candidates in items:
+        for candidate in candidates:
+            show_candidate(candidate)
+            answer = ask_decision()
+            if answer == "quit":
+                stdout.print(f"stopped; {decided} decision(s) recorded", highlight=False)
+                return
+            if answer == "skip":
+                continue
+            note = ask_note()
+            saved = record(database, candidate.id, answer, note)
+            decided += 1
+            stdout.print(f"candidate {saved.candidate_id} ({kernel_record.name}): {PAST[saved.decision]} by {saved.reviewer}", highlight=False)
+    stdout.print(f"done; {decided} decision(s) recorded", highlight=False)
+
+
+def ask_decision() -> str:
+    """approve / reject / skip / quit; end of input means quit (works with a pipe on stdin)."""
+    while True:
+        try:
+            raw = typer.prompt("decision: [a]pprove, [r]eject, [s]kip, [q]uit", default="s", show_default=False)
+        except typer.Abort:
+            return "quit"
+        answer = ANSWERS.get(raw.strip().lower())
+        if answer:
+            return answer
+        stdout.print(f"unknown answer {raw!r}; type a, r, s or q", highlight=False)
+
+
+def ask_note() -> str:
+    try:
+        return typer.prompt("note (optional)", default="", show_default=False)
+    except typer.Abort:
+        return ""
+
+
+def show_candidate(candidate) -> None:  # noqa: ANN001 - a review_queries.CandidateRecord
+    """The verdict summary, then the diffs against the baseline and (when different) the parent."""
+    from rich.panel import Panel
+    from rich.syntax import Syntax
+
+    passed, checked = candidate.checks_passed
+    ci = f"[{candidate.ci_low:.3f}, {candidate.ci_high:.3f}]" if candidate.ci_low is not None else "-"
+    lines = [
+        f"status     {candidate.status}" + (f"  ({candidate.reason})" if candidate.reason else ""),
+        f"speedup    {candidate.speedup:.3f}x, 95% interval {ci}" if candidate.speedup else "speedup    -",
+        f"times      baseline {candidate.baseline_ms:.4f} ms -> candidate {candidate.candidate_ms:.4f} ms"
+        if candidate.baseline_ms and candidate.candidate_ms else "times      -",
+        f"checks     {passed}/{checked} passed ({', '.join(candidate.dtypes) or '-'})",
+        f"device     {candidate.device} ({candidate.device_name})",
+        f"isolation  {candidate.isolation}",
+        f"flags      {'; '.join(candidate.flags) if candidate.flags else 'none'}",
+        f"origin     {candidate.origin}, round {candidate.round}, parent {candidate.parent_id}" + (f"  note: {candidate.note}" if candidate.note else ""),
+    ]
+    if candidate.decision:
+        d = candidate.decision
+        lines.append(f"reviewed   {d.decision} by {d.reviewer} at {d.created_at.isoformat(timespec='seconds')}" + (f": {d.note}" if d.note else ""))
+    title = f"candidate {candidate.id}  {candidate.kernel}  run {candidate.run_id}"
+    stdout.print(Panel("\n".join(lines), title=title, title_align="left", border_style="red" if candidate.status == "flagged" else "green"), highlight=False)
+    stdout.print("diff against the baseline:", highlight=False)
+    stdout.print(Syntax(candidate.diff_baseline or "(no differences)\n", "diff", theme="ansi_dark", word_wrap=True))
+    if candidate.diff_parent and candidate.diff_parent.replace("parent/", "baseline/") != candidate.diff_baseline:
+        stdout.print(f"diff against the parent (candidate {candidate.parent_id}):", highlight=False)
+        stdout.print(Syntax(candidate.diff_parent, "diff", theme="ansi_dark", word_wrap=True))
+
+
+def _decide(candidate: int, decision: str, note: str, db: str | None) -> None:
+    from kernel_agent.review import ReviewError, record
+
+    try:
+        saved = record(opt.open_db(db), candidate, decision, note)
+    except ReviewError as exc:
+        fail(str(exc))
+    stdout.print(f"candidate {saved.candidate_id}: {PAST[saved.decision]} by {saved.reviewer}" + (f" ({saved.note})" if saved.note else ""), highlight=False)
+
+
+@app.command("approve")
+def approve_command(
+    candidate: int = typer.Argument(..., help="Candidate id."), note: str = typer.Option("", "--note", help="Why."), db: str = opt.DB,
+) -> None:
+    """Approve a candidate (a flagged candidate ships only after this)."""
+    _decide(candidate, "approve", note, db)
+
+
+@app.command("reject")
+def reject_command(
+    candidate: int = typer.Argument(..., help="Candidate id."), note: str = typer.Option("", "--note", help="Why."), db: str = opt.DB,
+) -> None:
+    """Reject a candidate: it is never exported (until a later approve)."""
+    _decide(candidate, "reject", note, db)

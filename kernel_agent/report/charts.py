@@ -1,0 +1,91 @@
+"""Charts as inline SVG (matplotlib, Agg): no image files, no data: URLs, nothing to fetch.
+
+Why SVG inline: the report must open offline as one file, and inline SVG
+makes no request at all, so the browser test can demand zero network traffic.
+"""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from matplotlib.figure import Figure  # noqa: E402 - after choosing the backend
+
+from kernel_agent.db.review_queries import CandidateRecord, KernelRecord  # noqa: E402
+
+STATUS_COLORS = {"faster": "#1a7f37", "flagged": "#bf8700", "correct": "#0969da"}
+
+
+def _svg(figure: Figure) -> str:
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight")
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]
+
+
+def _timed(kernel: KernelRecord) -> list[CandidateRecord]:
+    return [c for c in kernel.candidates if c.origin != "baseline" and c.speedup is not None]
+
+
+def kernel_chart(kernel: KernelRecord) -> str | None:
+    """Each timed candidate's speedup by round (with its 95% interval), and the best accepted so far."""
+    timed = _timed(kernel)
+    if not timed:
+        return None
+    figure = Figure(figsize=(6.4, 2.8), dpi=100)
+    axes = figure.add_subplot()
+    for status in sorted({c.status for c in timed}):
+        group = [c for c in timed if c.status == status]
+        lows = [max(0.0, c.speedup - c.ci_low) if c.ci_low is not None else 0.0 for c in group]
+        highs = [max(0.0, c.ci_high - c.speedup) if c.ci_high is not None else 0.0 for c in group]
+        axes.errorbar([c.round for c in group], [c.speedup for c in group], yerr=[lows, highs], fmt="o", capsize=3,
+                      color=STATUS_COLORS.get(status, "#6e7781"), label=status)
+    rounds = sorted({c.round for c in timed} | {0})
+    best, best_so_far = 1.0, []
+    for r in rounds:
+        accepted = [c.speedup for c in timed if c.round == r and c.status == "faster"]
+        best = max([best, *accepted])
+        best_so_far.append(best)
+    axes.step(rounds, best_so_far, where="post", color="#1a7f37", alpha=0.6, label="best accepted")
+    axes.axhline(1.0, color="#57606a", linestyle="--", linewidth=1)
+    axes.set_xlabel("round")
+    axes.set_ylabel("speedup vs baseline (x)")
+    axes.set_xticks(rounds)
+    axes.set_title(kernel.name, fontsize=10)
+    axes.legend(fontsize=8, loc="best")
+    axes.grid(alpha=0.3)
+    return _svg(figure)
+
+
+def run_chart(kernels: list[KernelRecord]) -> str:
+    """Best accepted speedup per kernel (1.0x where none was accepted), with its 95% interval."""
+    figure = Figure(figsize=(6.4, 0.6 + 0.45 * max(1, len(kernels))), dpi=100)
+    axes = figure.add_subplot()
+    names, values, errors, colors = [], [], [[], []], []
+    for k in kernels:
+        best = next((c for c in k.candidates if c.id == k.best_candidate_id), None)
+        names.append(k.name)
+        if best is not None and best.speedup is not None:
+            values.append(best.speedup)
+            errors[0].append(max(0.0, best.speedup - (best.ci_low or best.speedup)))
+            errors[1].append(max(0.0, (best.ci_high or best.speedup) - best.speedup))
+            colors.append(STATUS_COLORS.get(best.status, "#6e7781"))
+        else:
+            values.append(1.0)
+            errors[0].append(0.0)
+            errors[1].append(0.0)
+            colors.append("#d0d7de")
+    positions = list(range(len(names)))
+    axes.barh(positions, values, xerr=errors, color=colors, capsize=3)
+    for y, (value, k) in enumerate(zip(values, kernels)):
+        axes.text(value, y, f"  {value:.2f}x" if k.best_candidate_id else f"  {k.status}", va="center", fontsize=8)
+    axes.set_yticks(positions, labels=names)
+    axes.invert_yaxis()
+    axes.axvline(1.0, color="#57606a", linestyle="--", linewidth=1)
+    axes.set_xlabel("best speedup vs baseline (x)")
+    axes.set_xlim(0, max(values) * 1.3)
+    axes.grid(axis="x", alpha=0.3)
+    return _svg(figure)
