@@ -96,7 +96,7 @@ testpaths = ["tests"]
 def registry(package: str, kernels: list[ExportedKernel], run_id: int) -> str:
     env = f"{package.upper()}_FORCE_REFERENCE"
     table = {
-        k.name: {"module": k.name, "reference": f"_reference_{k.name}", "problem": k.problem, "run": k.run_id, "candidate": k.candidate_id,
+        k.name: {"module": f"_kernel_{k.name}", "reference": f"_reference_{k.name}", "problem": k.problem, "run": k.run_id, "candidate": k.candidate_id,
                  "verified": [list(v) for v in k.verified], "speedup": k.speedup}
         for k in kernels
     }

@@ -30,11 +30,7 @@ if TYPE_CHECKING:
     from kernel_agent.evaluate import Evaluation
 
 CLAIM_SLACK_S = 0.002
-# The trusted clock around a `time` request sees the calls plus a small fixed cost (IPC,
-# bookkeeping). A candidate whose unexplained time exceeds the baseline's by more than
-# this (per block) spent time its timer did not report: a forged or hidden-work timer.
-GAP_SLACK_MS = 1.0
-GAP_SLACK_FRACTION = 0.1
+GAP_CORROBORATION = 0.5  # the trusted clock must support at least half of a claimed gain
 
 
 class TimingFailure(Exception):
@@ -83,6 +79,7 @@ def measure_speedup(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, 
     host_samples: dict[str, list[float]] = {"baseline": [], "candidate": []}
     unexplained: dict[str, list[float]] = {"baseline": [], "candidate": []}  # ms per block the trusted clock saw beyond the claims
     claimed_blocks: dict[str, list[float]] = {"baseline": [], "candidate": []}
+    block_calls: list[int] = []
     audits = 0
     for round_index in range(options.rounds):
         round_sets = [write_sets(f"r{round_index}c{c}", shape, dtype, block_sizes[c]) for c, (shape, dtype) in enumerate(configs)]
@@ -106,11 +103,13 @@ def measure_speedup(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, 
                 unexplained[role].append((elapsed - claimed) * 1000)
                 claimed_blocks[role].append(claimed * 1000)
                 if role == "candidate":
+                    block_calls.append(len(names))
+                if role == "candidate":
                     audits += _audit(ev, maker, candidate, sets, rng, options.audit_fraction, configs[c][1])
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir()
 
-    gap = _timer_gap(unexplained, claimed_blocks)
+    gap = _timer_gap(unexplained, claimed_blocks, block_calls)
     if gap is not None:
         raise TimingFailure("rejected", gap)
     estimate = speedup_interval(samples["baseline"], samples["candidate"])
@@ -153,20 +152,30 @@ def _audit(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, sets: lis
     return count
 
 
-def _timer_gap(unexplained: dict[str, list[float]], claimed: dict[str, list[float]]) -> str | None:
-    """The trusted clock against the candidate's claims, calibrated on the baseline's process.
+def _timer_gap(unexplained: dict[str, list[float]], claimed: dict[str, list[float]], calls: list[int]) -> str | None:
+    """Corroborate the candidate's claimed speedup with the orchestrator's own clock.
 
     Inputs are staged before each `time` request, so the trusted clock around it covers the
-    calls and a small fixed cost that both processes pay alike. A candidate that reports less
-    than it spends (a patched or self-restoring timer, a forged reply, an impersonated worker)
-    leaves the difference here.
+    calls plus a per-call overhead that both processes pay alike; the baseline (trusted code,
+    in a process that never ran candidate code) calibrates that overhead. A candidate that
+    reports less than it spends (a patched or self-restoring timer, a forged reply, an
+    impersonated worker) shows a claimed gain its trusted time does not support. The rule
+    compares ratios of medians, so load on the machine that slows both sides cancels.
     """
-    base_extra, cand_extra = float(np.median(unexplained["baseline"])), float(np.median(unexplained["candidate"]))
-    allowed = max(GAP_SLACK_FRACTION * float(np.median(claimed["candidate"])), GAP_SLACK_MS)
-    if cand_extra > base_extra + allowed:
+    n = np.asarray(calls, dtype=float)
+    base_claim = np.asarray(claimed["baseline"]) / n
+    cand_claim = np.asarray(claimed["candidate"]) / n
+    overhead = float(np.median(np.asarray(unexplained["baseline"]) / n))
+    cand_seen = float(np.median((np.asarray(claimed["candidate"]) + np.asarray(unexplained["candidate"])) / n)) - overhead
+    base_ms, cand_ms = float(np.median(base_claim)), float(np.median(cand_claim))
+    claimed_speedup = base_ms / cand_ms
+    if claimed_speedup <= 1.0:
+        return None
+    trusted_speedup = base_ms / max(cand_seen, 1e-6)
+    if trusted_speedup < 1.0 + GAP_CORROBORATION * (claimed_speedup - 1.0):
         return (
-            f"timer mismatch: the orchestrator's clock saw {cand_extra - base_extra:.2f} ms per block more than the candidate "
-            f"reported (allowed {allowed:.2f} ms): forged or bypassed timer, or work hidden from it"
+            f"timer mismatch: the candidate claimed {claimed_speedup:.2f}x but the orchestrator's clock supports only "
+            f"{trusted_speedup:.2f}x ({cand_seen:.2f} ms per call seen, {cand_ms:.2f} ms claimed): forged or bypassed timer, or work hidden from it"
         )
     return None
 

@@ -102,21 +102,31 @@ def run_fixture(fixture: Fixture, sandbox_root: Path, params: dict[str, str] | N
     return evaluate(problem, fixture.render(**(params or {})), fixture.eval_options(sandbox_root, **overrides))
 
 
-def sandbox_processes() -> list[tuple[int, str]]:
-    """Processes owned by the sandbox uid, or descendants of this process (stale workers)."""
+def sandbox_processes(sandbox_root: Path | None = None) -> list[tuple[int, str]]:
+    """Stale processes of ours: descendants of this process, or sandbox-uid processes whose
+    command line or working directory is under `sandbox_root` (other test runs on the same
+    machine use the same uid, so the uid alone would not say whose they are)."""
     me = os.getpid()
+    root = str(sandbox_root.resolve()) if sandbox_root else None
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
         try:
             status = (entry / "status").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        uid = int(re.search(r"^Uid:\s+(\d+)", status, re.MULTILINE).group(1))  # type: ignore[union-attr]
-        if uid == SANDBOX_UID and os.geteuid() == 0 or _descends_from(int(entry.name), me):
-            name = re.search(r"^Name:\s+(.*)$", status, re.MULTILINE)
-            found.append((int(entry.name), name.group(1) if name else "?"))
+        try:
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            cwd = ""
+        if "State:\tZ" in status:
+            continue
+        uid_match = re.search(r"^Uid:\s+(\d+)", status, re.MULTILINE)
+        ours = root is not None and uid_match is not None and int(uid_match.group(1)) == SANDBOX_UID and (root in cmdline or cwd.startswith(root))
+        if ours or _descends_from(int(entry.name), me):
+            found.append((int(entry.name), cmdline[:120]))
     return found
 
 

@@ -1,0 +1,144 @@
+"""`kernel-agent report`: one self-contained HTML file, loaded in headless Chromium over the DevTools protocol.
+
+The browser must see no console errors and no network request other than the
+file:// page itself (no CDN, no fonts, no remote images); a screenshot is kept
+in the test's tmp dir and in benchmarks/results/report-screenshot.png.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, run_cli
+from review_runs import build_run
+
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOT = ROOT / "benchmarks" / "results" / "report-screenshot.png"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("report")
+    run = build_run(tmp)
+    approved = run_cli("review", "approve", str(run["best"]), "--note", "diff read; torch.softmax is exact here", "--db", str(run["db"]), env={"USER": "carol"})
+    assert approved.returncode == 0, approved.stderr
+    out = tmp / "report.html"
+    proc = run_cli("report", "latest", "-o", str(out), "--db", str(run["db"]))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def test_report_is_self_contained(report: Path) -> None:
+    html = report.read_text()
+    assert "<script" not in html and "@import" not in html and "url(" not in html
+    assert not re.search(r"""(src|href|xlink:href)\s*=\s*["'](?!#)""", html), "the report must not reference any other resource"
+    for needle in ("softmax64", "Lineage of the best candidate", "Failures by status", "Provenance", "carol", "approve", "<svg", "95% interval", "scripted"):
+        assert needle in html, needle
+    assert "return torch.softmax(x, dim=-1)" in re.sub(r"<[^>]+>", "", html).replace("&#39;", "'")
+
+
+class DevTools:
+    """A minimal Chrome DevTools Protocol client over one page's websocket."""
+
+    def __init__(self, url: str) -> None:
+        import websocket
+
+        self.socket = websocket.create_connection(url, timeout=30, suppress_origin=True)
+        self.next_id = 0
+        self.events: list[dict] = []
+
+    def call(self, method: str, **params: object) -> dict:
+        self.next_id += 1
+        self.socket.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.socket.recv())
+            if message.get("id") == self.next_id:
+                assert "error" not in message, message
+                return message.get("result", {})
+            self.events.append(message)
+
+    def wait_for(self, method: str, timeout: float = 30) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for event in self.events:
+                if event.get("method") == method:
+                    return event
+            self.events.append(json.loads(self.socket.recv()))
+        raise TimeoutError(method)
+
+    def drain(self, seconds: float) -> None:
+        """Collect whatever events arrive in the next `seconds` (late requests, late errors)."""
+        self.socket.settimeout(0.2)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                self.events.append(json.loads(self.socket.recv()))
+            except Exception:  # noqa: BLE001 - a read timeout: nothing more yet
+                continue
+        self.socket.settimeout(30)
+
+
+def start_chromium(profile: Path) -> tuple[subprocess.Popen, int]:
+    process = subprocess.Popen(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--remote-debugging-port=0",
+         "--remote-allow-origins=*", "--window-size=1280,1000", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    port_file = profile / "DevToolsActivePort"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if port_file.exists() and port_file.read_text().strip():
+            return process, int(port_file.read_text().splitlines()[0])
+        if process.poll() is not None:
+            raise RuntimeError(f"chromium exited with {process.returncode}")
+        time.sleep(0.1)
+    process.kill()
+    raise TimeoutError("chromium did not open its DevTools port")
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (/usr/bin/chromium); scripts/setup installs it when run as root")
+def test_report_loads_offline_in_chromium(report: Path, tmp_path: Path) -> None:
+    pytest.importorskip("websocket", reason="websocket-client is not installed (pip install -e '.[test]')")
+    process, port = start_chromium(tmp_path / "profile")
+    try:
+        targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30).read())
+        page = next(t for t in targets if t["type"] == "page")
+        tools = DevTools(page["webSocketDebuggerUrl"])
+        for domain in ("Page.enable", "Runtime.enable", "Log.enable", "Network.enable"):
+            tools.call(domain)
+        tools.call("Emulation.setDeviceMetricsOverride", width=1280, height=1000, deviceScaleFactor=1, mobile=False)
+        url = report.resolve().as_uri()
+        tools.call("Page.navigate", url=url)
+        tools.wait_for("Page.loadEventFired")
+        tools.drain(1.5)
+        shot = base64.b64decode(tools.call("Page.captureScreenshot", format="png")["data"])
+        errors = [e for e in tools.events if e.get("method") == "Runtime.exceptionThrown"
+                  or (e.get("method") == "Runtime.consoleAPICalled" and e["params"].get("type") in ("error", "assert"))
+                  or (e.get("method") == "Log.entryAdded" and e["params"]["entry"].get("level") == "error")]
+        requests = [e["params"]["request"]["url"] for e in tools.events if e.get("method") == "Network.requestWillBeSent"]
+        title = tools.call("Runtime.evaluate", expression="document.title")["result"]["value"]
+        tools.socket.close()
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    (tmp_path / "report-screenshot.png").write_bytes(shot)
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(tmp_path / "report-screenshot.png", SCREENSHOT)
+    assert shot.startswith(b"\x89PNG") and len(shot) > 10_000
+    assert errors == [], errors
+    assert requests and set(requests) == {url}, requests
+    assert title.startswith("kernel-agent run")
