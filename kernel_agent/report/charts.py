@@ -80,12 +80,13 @@ def run_chart(kernels: list[KernelRecord]) -> str:
             colors.append("#d0d7de")
     positions = list(range(len(names)))
     axes.barh(positions, values, xerr=errors, color=colors, capsize=3)
-    for y, (value, k) in enumerate(zip(values, kernels)):
-        axes.text(value, y, f"  {value:.2f}x" if k.best_candidate_id else f"  {k.status}", va="center", fontsize=8)
+    ends = [value + high for value, high in zip(values, errors[1])]
+    for y, (end, value, k) in enumerate(zip(ends, values, kernels)):
+        axes.text(end, y, f"  {value:.2f}x" if k.best_candidate_id else f"  {k.status}", va="center", fontsize=8)
     axes.set_yticks(positions, labels=names)
     axes.invert_yaxis()
     axes.axvline(1.0, color="#57606a", linestyle="--", linewidth=1)
     axes.set_xlabel("best speedup vs baseline (x)")
-    axes.set_xlim(0, max(values) * 1.3)
+    axes.set_xlim(0, max(ends) * 1.35)
     axes.grid(axis="x", alpha=0.3)
     return _svg(figure)

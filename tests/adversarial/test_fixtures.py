@@ -1,0 +1,51 @@
+"""Every THREATS.md fixture through the real evaluation path: exact status, distinctive reason,
+and no process of ours left behind afterwards."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from adversarial.common import all_fixtures, run_fixture, sandbox_processes
+
+# Fixtures with placeholders get dedicated tests (test_orchestrator_world.py) that supply real targets.
+FIXTURES = [f for f in all_fixtures() if not f.params]
+
+
+def assert_no_stale_processes(sandbox_root: Path) -> None:
+    deadline = time.monotonic() + 5
+    left = sandbox_processes(sandbox_root)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = sandbox_processes(sandbox_root)
+    assert not left, f"stale processes after the evaluation: {left}"
+
+
+def test_there_is_a_fixture_for_at_least_30_rows() -> None:
+    fixtures = all_fixtures()
+    assert len(fixtures) >= 30
+    rows = {f.row for f in fixtures if f.row != "control"}
+    assert len(rows) >= 25, sorted(rows)
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=[f.name for f in FIXTURES])
+def test_fixture_verdict(tmp_path: Path, fixture) -> None:
+    sandbox_root = tmp_path / "sandbox"
+    verdict = run_fixture(fixture, sandbox_root)
+    allowed = fixture.expect.split("|")
+    assert verdict.status in allowed, f"{fixture.name}: {verdict.status}: {verdict.reason}"
+    assert fixture.reason in verdict.reason, f"{fixture.name}: {verdict.reason!r} lacks {fixture.reason!r}"
+    assert "\n" not in verdict.reason
+    if verdict.passed:
+        assert verdict.correct is True and verdict.speedup is not None
+        assert verdict.speedup < 1000, verdict.timing
+    else:
+        assert verdict.speedup is None
+    if fixture.name == "ok_baseline_itself":
+        low, high = verdict.speedup_ci
+        assert low <= 1.0 <= high
+    if fixture.name in ("ok_faster", "ok_per_shape_tuned", "ok_try_except", "b34_stop_the_baseline"):
+        assert verdict.speedup_ci[0] > 1.02
+    assert_no_stale_processes(sandbox_root)
+    assert not list(sandbox_root.glob("*/")), "the work dir was not removed"
