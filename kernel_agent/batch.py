@@ -70,6 +70,8 @@ class RunPlan:
     workers: int | None = None
     concurrency: int = 4
     budget: dict[str, Any] = field(default_factory=dict)  # run-wide BudgetLimits fields
+    executor: str = "local"  # "local" (this machine's pool) or "ray" (a Ray cluster); plans stored before these keys load as local
+    ray_address: str | None = None  # None: start a local Ray instance
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -118,6 +118,7 @@ class Evaluation:
         gate, verdict = self.options.gate, self.verdict
         with gate.shared(self.device):  # compiles and checks may overlap other evaluations'
             prepared, maker, cases, candidate_path = self._prepare()
+            self.cases = cases
             spec = self._spec("candidate", candidate_path, self.problem.entry_point, prepared, maker)
             candidate = WorkerSession(spec, self.workdir, self.isolation, self.options.limits, time.monotonic() + self.options.timeout)
             candidate.start()
@@ -300,8 +301,9 @@ class Evaluation:
         with WorkerSession(baseline_spec, self.workdir, self.isolation, options.limits, deadline) as baseline:
             try:
                 baseline.receive()
+                self._replay_checks(baseline)
             except WorkerFailure as exc:
-                raise EvaluationError("runtime_error", f"the baseline itself failed to load: {exc.reason}") from None
+                raise EvaluationError("runtime_error", f"the baseline itself failed: {exc.reason}") from None
             try:
                 estimate, reasons = measure_speedup(self, maker, candidate, baseline)
             except TimingFailure as exc:
@@ -319,6 +321,12 @@ class Evaluation:
         else:
             verdict.status = "correct"
             verdict.reason = f"correct but not faster: speedup {speedup:.3f}x, 95% interval [{low:.3f}, {high:.3f}] does not clear {1 + options.min_gain:.2f}"
+
+    def _replay_checks(self, baseline: WorkerSession) -> None:
+        """Give the baseline's process the same history as the candidate's (the same check calls),
+        so allocator and cache state do not differ between the two sides of the A/B timing."""
+        for index, (_case, name, _gold, _base, _inputs) in enumerate(self.cases):
+            baseline.request({"cmd": "check", "inputs": name, "output": f"out/baseline-case{index}", "repeat": 2 if index == 0 else 1})
 
     def _build_context(self) -> BuildContext:
         store = self.options.build_store or default_build_store()

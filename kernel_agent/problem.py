@@ -10,6 +10,7 @@ Two formats load into one `Problem`:
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 import types
 from collections.abc import Callable
@@ -103,12 +104,47 @@ def _shape_list(value: Any, what: str, path: Path) -> list[Shape]:
         raise ProblemError(f"{path}: {what} must be a list of shape tuples")
     shapes: list[Shape] = []
     for item in value:
-        if isinstance(item, int):
+        if isinstance(item, int) and not isinstance(item, bool):
             item = (item,)
-        if not isinstance(item, (list, tuple)) or not all(isinstance(d, int) and d > 0 for d in item):
+        if isinstance(item, bool) or not isinstance(item, (list, tuple)) or not item or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in item):
             raise ProblemError(f"{path}: {what} holds {item!r}; each shape must be a tuple of positive ints")
         shapes.append(tuple(item))
     return shapes
+
+
+KNOWN_DISTRIBUTIONS = ("normal", "uniform")
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def _str_list(value: Any, what: str, allowed: tuple[str, ...], path: Path) -> list[str]:
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ProblemError(f"{path}: {what} must be a non-empty list of strings")
+    for item in value:
+        if not isinstance(item, str) or item not in allowed:
+            raise ProblemError(f"{path}: unknown {what} entry {item!r}; use one of {', '.join(allowed)}")
+    return list(value)
+
+
+def _dtype_map(value: Any, what: str, path: Path, pair: bool) -> dict[str, Any]:
+    """TOLERANCES (dtype -> (rtol, atol)) or NORM_TOLERANCES (dtype -> tau), checked strictly."""
+    if not isinstance(value, dict):
+        raise ProblemError(f"{path}: {what} must be a dict keyed by dtype name")
+    result: dict[str, Any] = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or key not in KNOWN_DTYPES:
+            raise ProblemError(f"{path}: {what} has an unknown dtype key {key!r}")
+        if pair:
+            if not isinstance(item, (list, tuple)) or len(item) != 2 or not all(_real(v) for v in item):
+                raise ProblemError(f"{path}: {what}[{key!r}] must be (rtol, atol), two finite non-negative numbers")
+            result[key] = (float(item[0]), float(item[1]))
+        else:
+            if not _real(item) or item == 0:
+                raise ProblemError(f"{path}: {what}[{key!r}] must be a finite positive number")
+            result[key] = float(item)
+    return result
 
 
 def _load_native(folder: Path) -> Problem:
@@ -120,7 +156,7 @@ def _load_native(folder: Path) -> Problem:
         module = import_file(problem_file, f"kernel_agent_problem_{abs(hash(str(folder)))}")
     except ProblemError:
         raise
-    except Exception as exc:  # a broken problem file is user input: one line, no traceback
+    except (Exception, SystemExit) as exc:  # a broken problem file is user input: one line, no traceback
         raise ProblemError(f"{problem_file}: failed to import: {type(exc).__name__}: {exc}") from None
     for required_fn in ("reference", "make_inputs"):
         if not callable(getattr(module, required_fn, None)):
@@ -129,18 +165,24 @@ def _load_native(folder: Path) -> Problem:
     if not shapes:
         raise ProblemError(f"{problem_file}: SHAPES must name at least one benchmark shape")
     check_shapes = _shape_list(getattr(module, "CHECK_SHAPES", []), "CHECK_SHAPES", problem_file)
-    dtypes = list(getattr(module, "DTYPES", ["float32"]))
-    for dtype in dtypes:
-        if dtype not in KNOWN_DTYPES:
-            raise ProblemError(f"{problem_file}: unknown dtype {dtype!r}; use one of {', '.join(KNOWN_DTYPES)}")
+    dtypes = _str_list(getattr(module, "DTYPES", ["float32"]), "DTYPES", KNOWN_DTYPES, problem_file)
     device = getattr(module, "DEVICE", "cpu")
-    if device not in ("cpu", "cuda"):
+    if not isinstance(device, str) or device not in ("cpu", "cuda"):
         raise ProblemError(f"{problem_file}: DEVICE must be 'cpu' or 'cuda', not {device!r}")
-    tolerances = {**DEFAULT_TOLERANCES, **dict(getattr(module, "TOLERANCES", {}))}
-    tunables = dict(getattr(module, "TUNABLES", {}))
+    tolerances = {**DEFAULT_TOLERANCES, **_dtype_map(getattr(module, "TOLERANCES", {}), "TOLERANCES", problem_file, pair=True)}
+    norm_tolerances = {**DEFAULT_NORM_TOLERANCES, **_dtype_map(getattr(module, "NORM_TOLERANCES", {}), "NORM_TOLERANCES", problem_file, pair=False)}
+    tunables = getattr(module, "TUNABLES", {})
+    if not isinstance(tunables, dict):
+        raise ProblemError(f"{problem_file}: TUNABLES must be a dict of name -> list of values")
     for key, values in tunables.items():
+        if not isinstance(key, str) or not key.isidentifier():
+            raise ProblemError(f"{problem_file}: TUNABLES keys must be identifiers, not {key!r}")
         if not isinstance(values, (list, tuple)) or not values:
             raise ProblemError(f"{problem_file}: TUNABLES[{key!r}] must be a non-empty list of values")
+    distributions = _str_list(getattr(module, "INPUT_DISTRIBUTIONS", ["normal", "uniform"]), "INPUT_DISTRIBUTIONS", KNOWN_DISTRIBUTIONS, problem_file)
+    for text_field in ("NAME", "DESCRIPTION"):
+        if text_field in vars(module) and not isinstance(vars(module)[text_field], str):
+            raise ProblemError(f"{problem_file}: {text_field} must be a string")
     return Problem(
         name=getattr(module, "NAME", folder.name),
         kind="native",
@@ -152,9 +194,9 @@ def _load_native(folder: Path) -> Problem:
         check_shapes=check_shapes,
         dtypes=dtypes,
         tolerances=tolerances,
-        norm_tolerances={**DEFAULT_NORM_TOLERANCES, **dict(getattr(module, "NORM_TOLERANCES", {}))},
+        norm_tolerances=norm_tolerances,
         tunables={k: list(v) for k, v in tunables.items()},
-        distributions=list(getattr(module, "INPUT_DISTRIBUTIONS", ["normal", "uniform"])),
+        distributions=distributions,
         description=getattr(module, "DESCRIPTION", ""),
         module=module,
     )

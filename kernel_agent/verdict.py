@@ -57,7 +57,44 @@ class Verdict:
             raise ValueError(f"unknown verdict field(s): {', '.join(sorted(unknown))}")
         if not isinstance(data.get("status"), str):
             raise ValueError("verdict has no status")
+        for name, value in data.items():
+            if not _FIELD_CHECKS[name](value):
+                raise TypeError(f"verdict field {name!r} has the wrong type ({type(value).__name__})")
         return cls(**data)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _opt_interval(value: Any) -> bool:
+    return value is None or (isinstance(value, list) and len(value) == 2 and all(_number(v) for v in value))
+
+
+def _dict_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, dict) for v in value)
+
+
+_FIELD_CHECKS: dict[str, Any] = {
+    "status": lambda v: isinstance(v, str),
+    "reason": lambda v: isinstance(v, str),
+    "correct": lambda v: isinstance(v, bool),
+    "speedup": lambda v: v is None or _number(v),
+    "speedup_ci": _opt_interval,
+    "problem": lambda v: isinstance(v, str),
+    "backend": lambda v: isinstance(v, str),
+    "device": lambda v: isinstance(v, str),
+    "isolation": lambda v: isinstance(v, str),
+    "interpreted": lambda v: isinstance(v, bool),
+    "flags": lambda v: isinstance(v, list) and all(isinstance(f, str) for f in v),
+    "checks": _dict_list,
+    "timing": lambda v: v is None or isinstance(v, dict),
+    "static": _dict_list,
+    "tolerances": lambda v: isinstance(v, dict),
+    "environment": lambda v: isinstance(v, dict),
+    "durations": lambda v: isinstance(v, dict) and all(_number(d) for d in v.values()),
+    "candidate_output": lambda v: isinstance(v, str),
+}
 
 
 def _json_default(value: Any) -> Any:

@@ -30,6 +30,8 @@ def optimize_command(
     beam: int = typer.Option(2, min=1, help="Best accepted variants kept as parents."),
     patience: int = typer.Option(2, min=1, help="Stop a kernel after this many rounds without a better variant."),
     workers: int = typer.Option(None, min=1, help="Parallel evaluations (default: one per GPU; 2 on a CPU). Timed runs never overlap on a device."),
+    executor: str = typer.Option(None, "--executor", help="Where evaluations run: local (default; this machine) or ray (a Ray cluster; pip install 'kernel-agent[cluster]'). Stored with the run."),
+    ray_address: str = typer.Option(None, "--ray-address", help="Ray head to join, e.g. HEAD:6379 (--executor ray; default: start a local Ray on this machine)."),
     concurrency: int = typer.Option(4, min=1, help="LLM requests in flight at once."),
     max_candidates: int = typer.Option(None, min=1, help="Run budget: candidates evaluated."),
     max_tokens: int = typer.Option(None, min=1, help="Run budget: LLM tokens (prompt + completion)."),
@@ -56,12 +58,17 @@ def optimize_command(
     """Optimize kernels: baseline, then rounds of propose -> verify -> time -> keep the best."""
     from kernel_agent.batch import KernelSpec, PlanError, RunPlan, expand_paths, load_manifest
 
+    if executor not in (None, "local", "ray"):
+        fail(f"--executor must be local or ray, not {executor!r}")
+    if ray_address and executor == "local":
+        fail("--ray-address needs --executor ray")
     database = opt.open_db(db)
     if resume is not None:
-        run_resume(database, resume, json_output, workers)
+        run_resume(database, resume, json_output, workers, executor, ray_address)
         return
     if device not in ("auto", "cpu", "cuda"):
         fail(f"--device must be auto, cpu or cuda, not {device!r}")
+    executor = executor or ("ray" if ray_address else "local")
     if not kernels and manifest is None:
         fail("name the kernels to optimize (problem folders, KernelBench files, globs) or pass --manifest FILE.toml")
     try:
@@ -80,14 +87,14 @@ def optimize_command(
     plan = RunPlan(
         kernels=specs, provider=provider, provider_options=provider_options if provider != "search" else {}, rounds=rounds, samples=samples,
         beam=beam, patience=patience, device=device, timeout=timeout, min_gain=min_gain, threads=threads, sandbox=str(sandbox),
-        workers=workers, concurrency=concurrency,
+        workers=workers, concurrency=concurrency, executor=executor, ray_address=ray_address,
         budget={"max_candidates": max_candidates, "max_tokens": max_tokens, "max_cost": max_cost, "time_limit": time_limit},
     )
     execute(database, plan, None, json_output)
 
 
-def run_resume(database, run_id: int, json_output: bool, workers: int | None = None) -> None:
-    """Continue a stored run with its stored plan."""
+def run_resume(database, run_id: int, json_output: bool, workers: int | None = None, executor: str | None = None, ray_address: str | None = None) -> None:
+    """Continue a stored run with its stored plan (--workers, --executor and --ray-address may change where it runs)."""
     from kernel_agent.batch import RunPlan
     from kernel_agent.db.models import Run
 
@@ -103,6 +110,11 @@ def run_resume(database, run_id: int, json_output: bool, workers: int | None = N
     plan = RunPlan.from_json(stored)
     if workers:
         plan.workers = workers
+    if executor:
+        plan.executor = executor
+        plan.ray_address = ray_address if executor == "ray" else None
+    elif ray_address:
+        plan.executor, plan.ray_address = "ray", ray_address
     execute(database, plan, run_id, json_output)
 
 
@@ -134,7 +146,6 @@ def execute(database, plan, run_id: int | None, json_output: bool) -> None:
     from kernel_agent.cli.progress import LoopProgress
     from kernel_agent.db import store
     from kernel_agent.evaluate import run_device
-    from kernel_agent.executors import LocalExecutor
     from kernel_agent.problem import ProblemError
     from kernel_agent.providers.openai_chat import ProviderConfigError
 
@@ -156,11 +167,11 @@ def execute(database, plan, run_id: int | None, json_output: bool) -> None:
         fail(str(exc))
     if run_id is None:
         run_id = store_plan(database, plan, plan.provider_options.get("model") if plan.provider == "openai" else None)
-        stderr.print(f"run {run_id}: {len(problems)} kernel(s), provider {plan.provider}, database {database.url}", highlight=False)
+        stderr.print(f"run {run_id}: {len(problems)} kernel(s), provider {plan.provider}, database {database.display_url}", highlight=False)
     else:
         store.reopen_run(database, run_id)
-        stderr.print(f"resuming run {run_id}: {len(problems)} kernel(s), provider {plan.provider}, database {database.url}", highlight=False)
-    executor = LocalExecutor(plan.workers)
+        stderr.print(f"resuming run {run_id}: {len(problems)} kernel(s), provider {plan.provider}, database {database.display_url}", highlight=False)
+    executor = build_executor(plan)
     progress = LoopProgress(stderr, names, plan.rounds)
     batch = BatchRun(database, run_id, plan, problems, providers, executor, progress.event)
     results = run_until_interrupted(batch, progress, database, run_id)
@@ -174,6 +185,23 @@ def execute(database, plan, run_id: int | None, json_output: bool) -> None:
         sys.stdout.write(json.dumps({"run_id": run_id, "kernels": [r.to_dict() for r in results]}) + "\n")
     else:
         render_summary(run_id, results)
+
+
+def build_executor(plan):
+    """The plan's executor: this machine's pool, or Ray (a local instance, or the cluster at plan.ray_address)."""
+    if plan.executor == "ray":
+        from kernel_agent.executors_ray import RayExecutor, RayUnavailable
+
+        try:
+            executor = RayExecutor(plan.ray_address, plan.workers)
+        except RayUnavailable as exc:
+            fail(str(exc))
+        where = plan.ray_address or "a local Ray instance"
+        stderr.print(f"executor: Ray at {where} ({executor.gpus} GPU(s), {executor.cpu_slots} CPU timing slot(s))", highlight=False)
+        return executor
+    from kernel_agent.executors import LocalExecutor
+
+    return LocalExecutor(plan.workers)
 
 
 def run_until_interrupted(batch, progress, database, run_id: int) -> list:

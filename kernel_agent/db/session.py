@@ -3,12 +3,21 @@
 Every command that opens the database goes through `open_database`, so a
 database written by an older kernel-agent is upgraded before use and one
 written by a newer kernel-agent is refused without being touched.
+
+Several processes may share one database (SQLite file or PostgreSQL server):
+migrations are serialised (a lock on the SQLite file's folder, an advisory
+lock on PostgreSQL) and re-check the revision once they hold the lock, and
+`Database.write()` opens write transactions that cannot fail half-way on
+SQLite's snapshot upgrade (BEGIN IMMEDIATE).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -17,12 +26,13 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 DEFAULT_DB = "runs.db"
 DB_ENV = "KERNEL_AGENT_DB"
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+MIGRATION_LOCK_KEY = 0x6B61_6D69  # pg_advisory_xact_lock key: "kami" (kernel-agent migrations)
 
 
 class DatabaseError(RuntimeError):
@@ -35,6 +45,22 @@ def resolve_url(db: str | None) -> str:
     if "://" in value:
         return value
     return f"sqlite:///{Path(value).expanduser().resolve()}"
+
+
+def is_sqlite(url: str) -> bool:
+    return url.startswith("sqlite")
+
+
+def is_postgresql(url: str) -> bool:
+    return url.startswith("postgresql")
+
+
+def display_url(url: str) -> str:
+    """The URL with any password masked, for messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - a malformed URL is shown as it is
+        return url
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -72,6 +98,24 @@ class Database:
     def session(self) -> Session:
         return self.sessions()
 
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """A session in a write transaction, committed on success, rolled back on error.
+
+        On SQLite the transaction starts with BEGIN IMMEDIATE: it takes the write lock
+        first (waiting up to busy_timeout), so a read-then-write transaction never fails
+        with "database is locked" when another process committed in between (WAL cannot
+        upgrade a stale read snapshot). PostgreSQL needs nothing: its writers wait on row locks.
+        """
+        with self.sessions() as session, session.begin():
+            if is_sqlite(self.url):
+                session.connection().exec_driver_sql("BEGIN IMMEDIATE")
+            yield session
+
+    @property
+    def display_url(self) -> str:
+        return display_url(self.url)
+
     @property
     def path(self) -> Path | None:
         return sqlite_path(self.url)
@@ -97,7 +141,8 @@ def open_database(db: str | None = None, migrate: bool = True) -> Database:
     try:
         engine = create_engine(url, connect_args={"timeout": 30} if path else {}, pool_pre_ping=True)
     except Exception as exc:  # noqa: BLE001 - a bad URL or a missing driver
-        raise DatabaseError(f"cannot use database URL {url!r}: {exc}") from None
+        hint = "; install the cluster extra: pip install 'kernel-agent[cluster]'" if isinstance(exc, ImportError) and is_postgresql(url) else ""
+        raise DatabaseError(f"cannot use database URL {display_url(url)!r}: {exc}{hint}") from None
     if path is not None:
         _tune_sqlite(engine)
     database = Database(url, engine, sessionmaker(engine, expire_on_commit=False))
@@ -109,22 +154,55 @@ def open_database(db: str | None = None, migrate: bool = True) -> Database:
 def _migrate(database: Database) -> Path | None:
     script = ScriptDirectory.from_config(_alembic_config())
     head = script.get_current_head()
+    known = {rev.revision for rev in script.walk_revisions()}
     try:
         revision = current_revision(database.engine)
     except Exception as exc:  # noqa: BLE001 - not a database, locked, unreachable
-        raise DatabaseError(f"cannot open the database {database.url}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+        raise DatabaseError(f"cannot open the database {database.display_url}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
     if revision == head:
         return None
-    known = {rev.revision for rev in script.walk_revisions()}
+    _refuse_newer(database, revision, known)
+    # Another process may be migrating the same database right now: take the lock, then look again.
+    with _migration_lock(database):
+        revision = current_revision(database.engine)
+        if revision == head:
+            return None
+        _refuse_newer(database, revision, known)
+        backup = _backup(database) if revision is not None else None
+        with database.engine.begin() as connection:
+            if is_postgresql(database.url):
+                connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
+                if MigrationContext.configure(connection).get_current_revision() == head:
+                    return backup
+            command.upgrade(_alembic_config(connection), "head")
+    return backup
+
+
+def _refuse_newer(database: Database, revision: str | None, known: set[str]) -> None:
     if revision is not None and revision not in known:
         raise DatabaseError(
-            f"the database {database.url} has schema revision {revision}, written by a newer kernel-agent; "
+            f"the database {database.display_url} has schema revision {revision}, written by a newer kernel-agent; "
             "upgrade kernel-agent (pip install -U kernel-agent) or pass another --db"
         )
-    backup = _backup(database) if revision is not None else None
-    with database.engine.begin() as connection:
-        command.upgrade(_alembic_config(connection), "head")
-    return backup
+
+
+@contextmanager
+def _migration_lock(database: Database) -> Iterator[None]:
+    """Serialise migrations of one SQLite file across processes (PostgreSQL uses an advisory lock).
+
+    The lock is a flock on the file's folder: no extra file, and never a second descriptor on the
+    database file itself (closing one would drop SQLite's own POSIX locks in this process).
+    """
+    path = database.path
+    if path is None:
+        yield
+        return
+    descriptor = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # releases the flock
 
 
 def _backup(database: Database) -> Path | None:

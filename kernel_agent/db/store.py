@@ -2,6 +2,12 @@
 
 Killing the process at any moment loses at most the evaluation in flight:
 every step is committed before the next one starts.
+
+Several processes may write one database at once (two `optimize` runs, a
+cluster's orchestrators): shared rows (content-addressed sources, problems,
+a run's kernels) are inserted with INSERT ... ON CONFLICT DO NOTHING and then
+read back, so a concurrent writer of the same row never fails or duplicates it,
+and every write transaction goes through `Database.write()`.
 """
 
 from __future__ import annotations
@@ -12,7 +18,8 @@ import hashlib
 from dataclasses import asdict
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Table, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from kernel_agent.db.models import Candidate, Evaluation, LLMCallRow, ProblemRow, Run, RunKernel, Source, utcnow
@@ -38,31 +45,48 @@ def unified_diff(old: str, new: str, old_name: str, new_name: str) -> str:
     return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), old_name, new_name))
 
 
+def insert_if_absent(session: Session, table: Table, values: dict[str, Any], keys: list[str]) -> None:
+    """INSERT ... ON CONFLICT (keys) DO NOTHING: safe when another process inserts the same row at once."""
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        statement = postgresql.insert(table).values(**values).on_conflict_do_nothing(index_elements=keys)
+    elif dialect == "sqlite":
+        statement = sqlite.insert(table).values(**values).on_conflict_do_nothing(index_elements=keys)
+    else:  # another server: check, then insert (the unique constraint still refuses a duplicate)
+        exists = session.execute(select(*table.c).where(*(table.c[k] == values[k] for k in keys))).first()
+        if exists is not None:
+            return
+        statement = table.insert().values(**values)
+    session.execute(statement)
+
+
 def put_source(session: Session, text: str) -> str:
     digest = sha256(text)
     if session.get(Source, digest) is None:
-        session.add(Source(hash=digest, text=text))
-        session.flush()
+        insert_if_absent(session, Source.__table__, {"hash": digest, "text": text}, ["hash"])
     return digest
 
 
 def ensure_problem(db: Database, problem: Problem) -> int:
     reference, baseline = problem.reference_source, problem.baseline_source
     content = sha256(reference + "\0" + baseline)
-    with db.session() as session, session.begin():
-        row = session.scalar(select(ProblemRow).where(ProblemRow.name == problem.name, ProblemRow.content_hash == content))
-        if row is None:
-            row = ProblemRow(
-                name=problem.name, kind=problem.kind, path=str(problem.path), content_hash=content,
-                reference_hash=put_source(session, reference), baseline_hash=put_source(session, baseline), device=problem.device,
-            )
-            session.add(row)
-            session.flush()
-        return row.id
+    where = (ProblemRow.name == problem.name, ProblemRow.content_hash == content)
+    with db.write() as session:
+        problem_id = session.scalar(select(ProblemRow.id).where(*where))
+        if problem_id is None:
+            values = {
+                "name": problem.name, "kind": problem.kind, "path": str(problem.path), "content_hash": content,
+                "reference_hash": put_source(session, reference), "baseline_hash": put_source(session, baseline), "device": problem.device,
+                "created_at": utcnow(),
+            }
+            insert_if_absent(session, ProblemRow.__table__, values, ["name", "content_hash"])
+            problem_id = session.scalar(select(ProblemRow.id).where(*where))
+        assert problem_id is not None
+        return problem_id
 
 
 def create_run(db: Database, provider: str, model: str | None, options: dict[str, Any]) -> int:
-    with db.session() as session, session.begin():
+    with db.write() as session:
         run = Run(provider=provider, model=model, options=options, status="running")
         session.add(run)
         session.flush()
@@ -70,18 +94,20 @@ def create_run(db: Database, provider: str, model: str | None, options: dict[str
 
 
 def add_run_kernel(db: Database, run_id: int, problem_id: int) -> int:
-    with db.session() as session, session.begin():
-        existing = session.scalar(select(RunKernel).where(RunKernel.run_id == run_id, RunKernel.problem_id == problem_id))
+    where = (RunKernel.run_id == run_id, RunKernel.problem_id == problem_id)
+    with db.write() as session:
+        existing = session.scalar(select(RunKernel.id).where(*where))
         if existing is not None:
-            return existing.id
-        row = RunKernel(run_id=run_id, problem_id=problem_id, status="pending")
-        session.add(row)
-        session.flush()
-        return row.id
+            return existing
+        values = {"run_id": run_id, "problem_id": problem_id, "status": "pending", "reason": "", "rounds_done": 0, "duplicates": 0}
+        insert_if_absent(session, RunKernel.__table__, values, ["run_id", "problem_id"])
+        row_id = session.scalar(select(RunKernel.id).where(*where))
+        assert row_id is not None
+        return row_id
 
 
 def update_run_kernel(db: Database, run_kernel_id: int, **fields: Any) -> None:
-    with db.session() as session, session.begin():
+    with db.write() as session:
         row = session.get(RunKernel, run_kernel_id)
         assert row is not None
         for key, value in fields.items():
@@ -89,21 +115,21 @@ def update_run_kernel(db: Database, run_kernel_id: int, **fields: Any) -> None:
 
 
 def count_duplicate(db: Database, run_kernel_id: int) -> None:
-    with db.session() as session, session.begin():
+    with db.write() as session:
         row = session.get(RunKernel, run_kernel_id)
         assert row is not None
         row.duplicates += 1
 
 
 def reopen_run(db: Database, run_id: int) -> None:
-    with db.session() as session, session.begin():
+    with db.write() as session:
         run = session.get(Run, run_id)
         assert run is not None
         run.status, run.finished_at = "running", None
 
 
 def finish_run(db: Database, run_id: int, status: str, note: str = "") -> None:
-    with db.session() as session, session.begin():
+    with db.write() as session:
         run = session.get(Run, run_id)
         assert run is not None
         run.status = status
@@ -122,7 +148,7 @@ def add_candidate(
     parent_id: int | None, parent_source: str | None, origin: str, round: int, note: str = "",
     parse_error: str | None = None, llm_call_id: int | None = None,
 ) -> int:
-    with db.session() as session, session.begin():
+    with db.write() as session:
         candidate = Candidate(
             run_id=run_id, run_kernel_id=run_kernel_id, problem_id=problem_id, origin=origin, round=round, note=note[:2000],
             parse_error=parse_error, llm_call_id=llm_call_id, parent_id=parent_id,
@@ -140,7 +166,7 @@ def add_candidate(
 
 def add_evaluation(db: Database, candidate_id: int, verdict: Verdict, duration_s: float) -> int:
     timing = verdict.timing or {}
-    with db.session() as session, session.begin():
+    with db.write() as session:
         row = Evaluation(
             candidate_id=candidate_id, status=verdict.status, reason=verdict.reason, correct=verdict.correct,
             speedup=verdict.speedup, ci_low=verdict.speedup_ci[0] if verdict.speedup_ci else None,
@@ -157,7 +183,7 @@ def add_evaluation(db: Database, candidate_id: int, verdict: Verdict, duration_s
 
 def add_llm_call(db: Database, call: LLMCall, run_id: int | None, run_kernel_id: int | None, round: int) -> int:
     data = asdict(call)
-    with db.session() as session, session.begin():
+    with db.write() as session:
         row = LLMCallRow(
             run_id=run_id, run_kernel_id=run_kernel_id, round=round, prompt_hash=call.prompt_hash, model=call.model,
             base_url=call.base_url, request=data["request"], responses=list(call.response_texts), prompt_tokens=call.prompt_tokens,

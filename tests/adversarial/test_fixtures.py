@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from adversarial.common import all_fixtures, run_fixture, sandbox_processes
 
 # Fixtures with placeholders get dedicated tests (test_orchestrator_world.py) that supply real targets.

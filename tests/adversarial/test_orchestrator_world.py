@@ -100,12 +100,12 @@ def test_a_planted_secret_appears_nowhere(tmp_path: Path) -> None:
     """The orchestrator's environment holds an API key and a database URL; the candidate hunts for them."""
     sandbox = tmp_path / "sandbox"
     script = (
-        "import sys; sys.path.insert(0, %r)\n"
+        "import sys; sys.path.insert(0, {!r})\n"
         "from pathlib import Path\n"
         "from adversarial.common import FIXTURES, load_fixture, run_fixture\n"
-        "v = run_fixture(load_fixture(FIXTURES / 'c15_read_environ.py'), Path(%r), keep_workdir=True)\n"
+        "v = run_fixture(load_fixture(FIXTURES / 'c15_read_environ.py'), Path({!r}), keep_workdir=True)\n"
         "print(v.to_json())\n"
-    ) % (str(ROOT / "tests"), str(sandbox))
+    ).format(str(ROOT / "tests"), str(sandbox))
     env = {**os.environ, "OPENAI_API_KEY": SECRET, "KERNEL_AGENT_DB": f"sqlite:///{tmp_path}/{SECRET}.db", "SECRET_TOKEN": SECRET}
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
