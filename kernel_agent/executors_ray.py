@@ -61,6 +61,27 @@ def import_ray() -> Any:
     return ray
 
 
+def messages_to_stderr() -> None:
+    """Ray's driver prints cluster messages ("a worker died ...") on stdout; kernel-agent's stdout is its result (--json).
+
+    Ray has no switch for this, so its printer is wrapped to send everything to stderr; if Ray's
+    internals move, the wrapper is simply not installed.
+    """
+    try:
+        from ray._private import worker as ray_worker
+    except ImportError:
+        return
+    original = getattr(ray_worker, "print_to_stdstream", None)
+    if original is None or getattr(original, "kernel_agent_wrapped", False):
+        return
+
+    def to_stderr(data: dict, ignore_prefix: bool) -> None:
+        original({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr.kernel_agent_wrapped = True  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = to_stderr
+
+
 def evaluate_in_worker(problem_path: str, tolerances: dict, norm_tolerances: dict, source: str, options: EvalOptions) -> dict[str, Any]:
     """The body of the Ray task: reload the problem, evaluate in the sandbox, return the verdict as a dict."""
     import socket
@@ -106,6 +127,7 @@ class RayExecutor:
         self.address = address
         self.retries = max(0, retries)
         self.started_ray = False
+        messages_to_stderr()
         if not ray.is_initialized():
             try:
                 if address is None:

@@ -124,7 +124,8 @@ def _str_list(value: Any, what: str, allowed: tuple[str, ...], path: Path) -> li
         raise ProblemError(f"{path}: {what} must be a non-empty list of strings")
     for item in value:
         if not isinstance(item, str) or item not in allowed:
-            raise ProblemError(f"{path}: unknown {what} entry {item!r}; use one of {', '.join(allowed)}")
+            noun = "dtype" if what == "DTYPES" else "entry"
+            raise ProblemError(f"{path}: unknown {noun} {item!r} in {what}; use one of {', '.join(allowed)}")
     return list(value)
 
 

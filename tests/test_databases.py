@@ -164,10 +164,9 @@ def test_two_optimize_processes_share_one_database(database_url: str, tmp_path: 
 
     processes = [start(0), start(1)]
     outputs = [p.communicate(timeout=300) for p in processes]
-    for process, (out, err) in zip(processes, outputs):
+    for process, (_, err) in zip(processes, outputs):
         assert process.returncode == 0, err[-3000:]
-    run_ids = sorted(json.loads(out)["run_id"] for out, _ in outputs)
-    assert run_ids == [1, 2] or len(set(run_ids)) == 2
+    assert len({json.loads(out)["run_id"] for out, _ in outputs}) == 2
     db = open_database(database_url)
     try:
         assert scalar(db, "select count(*) from problems") == 1

@@ -58,7 +58,9 @@ class Fixture:
             data_bytes=int(opts.pop("data_bytes", Limits().data_bytes or 0)) or None,
             file_bytes=int(opts.pop("file_bytes", Limits().file_bytes)),
         )
-        kwargs: dict[str, object] = {"sandbox_root": sandbox_root, "limits": limits, "timeout": 60.0, "rounds": 4}
+        # One thread: on a small shared CI machine, two OpenMP threads that spin at barriers while
+        # the other is descheduled make single blocks 100x slower and the timing meaningless.
+        kwargs: dict[str, object] = {"sandbox_root": sandbox_root, "limits": limits, "timeout": 60.0, "rounds": 4, "threads": 1}
         if "rounds" in opts:
             kwargs["rounds"] = int(opts.pop("rounds"))
         if "timeout" in opts:

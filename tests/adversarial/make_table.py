@@ -29,6 +29,22 @@ GPU_ROWS = [
     ("g32_l2_persistence", "32", "no inflated speedup", "needs a CUDA L2 persisting window"),
 ]
 
+KNOWN_LIMITS = """
+## Known limits (not defended on this CPU setup)
+
+- Isolation level `process` (no bwrap, no unshare): a `setsid` fork-bomb escapee survives the
+  process-group kill; only bwrap/unshare PID namespaces (in force here) reap it. A per-slot uid
+  and `kill(-1)` as that uid would be the fix.
+- Disk and tmpfs floods: `RLIMIT_FSIZE` caps each file, not the number of files in `out/`,
+  `tmp/` or bwrap's private `/tmp` (tmpfs, RAM). No quota exists.
+- The trusted-clock corroboration (`measure._timer_gap`) must see at least a quarter of a claimed
+  gain; a forger that hides less than that (e.g. claims 1.2x where the truth is 1.0x) can pass on
+  a loaded 2-core CPU. The in-process integrity checks still catch the timer patches we know.
+- A candidate that patches the worker's serialisation path itself (full worker impersonation)
+  can return forged inputs for the trusted mutation check; only output correctness and the
+  trusted clock are beyond its reach.
+"""
+
 
 def params_for(name: str, tmp: Path) -> dict[str, str]:
     if name == "c37_write_outside":
@@ -74,7 +90,7 @@ def main() -> int:
             finally:
                 if listener is not None:
                     listener.close()
-        ok = verdict.status in fixture.expect.split("|") and fixture.reason in verdict.reason
+        ok = verdict.status in fixture.expect.split("|") and any(r in verdict.reason for r in fixture.reason.split("|"))
         mismatches += not ok
         reason = verdict.reason.replace("|", "/")[:110] or "-"
         lines.append(f"| `{fixture.name}` | {fixture.row} | {fixture.expect.replace('|', ' or ')} | {verdict.status} | {'yes' if ok else '**NO**'} | {verdict.isolation.split(' (')[0]} | {reason} |")
@@ -82,6 +98,7 @@ def main() -> int:
     lines += ["", "## GPU-only rows (not defended or exercised on CPU)", "", "| fixture | THREATS row | expected | observed | note |", "|---|---|---|---|---|"]
     for name, row, expected, note in GPU_ROWS:
         lines.append(f"| `gpu_fixtures/{name}` | {row} | {expected} | not run (no GPU) | {note}; run `tests/adversarial/run_gpu_fixtures.py` |")
+    lines.append(KNOWN_LIMITS)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out} ({mismatches} mismatch(es))")
