@@ -19,11 +19,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 
 from kernel_agent import tensorfile
 from kernel_agent.cases import CaseMaker, fresh_seed
 from kernel_agent.sandbox.session import WorkerFailure, WorkerSession
-from kernel_agent.timing import calls_per_block, speedup_interval, valid_samples
+from kernel_agent.timing import PROCESS_EFFECT, calls_per_block, speedup_interval, valid_samples
 from kernel_agent.verify import compare
 
 if TYPE_CHECKING:
@@ -41,8 +42,20 @@ class TimingFailure(Exception):
 
 
 def measure_speedup(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, baseline: WorkerSession) -> tuple[dict[str, Any], list[str]]:
-    problem, options = ev.problem, ev.options
+    problem = ev.problem
     configs = [(shape, dtype) for dtype in problem.dtypes for shape in problem.shapes]
+    # This process stays single-threaded while blocks are timed: idle OpenMP threads spin after
+    # each parallel region and would steal cores from whichever side is timed next.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _measure(ev, maker, candidate, baseline, configs)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _measure(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, baseline: WorkerSession, configs: list) -> tuple[dict[str, Any], list[str]]:
+    options = ev.options
     folder = ev.workdir / "timing"  # trusted inputs: owned by this process, read-only to the sandbox
     folder.mkdir()
     rng = secrets.SystemRandom()
@@ -80,7 +93,7 @@ def measure_speedup(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, 
     unexplained: dict[str, list[float]] = {"baseline": [], "candidate": []}  # ms per block the trusted clock saw beyond the claims
     claimed_blocks: dict[str, list[float]] = {"baseline": [], "candidate": []}
     block_calls: list[int] = []
-    audits = 0
+    audits: list[tuple[list, list, str]] = []  # (inputs, outputs, dtype) of audited timed calls
     for round_index in range(options.rounds):
         round_sets = [write_sets(f"r{round_index}c{c}", shape, dtype, block_sizes[c]) for c, (shape, dtype) in enumerate(configs)]
         order = [("baseline", baseline), ("candidate", candidate)]
@@ -102,13 +115,17 @@ def measure_speedup(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, 
                 host_samples[role] += [float(h) - float(t) for h, t in zip(host, times)]
                 unexplained[role].append((elapsed - claimed) * 1000)
                 claimed_blocks[role].append(claimed * 1000)
+                # Both sides get the same request sequence (stage, time, audit): their processes
+                # must not differ in anything but the kernel, or the comparison is biased.
+                like = _like_outputs(ev, configs[c][0], configs[c][1])
+                fetched = _audit(ev, side, sets, rng, options.audit_fraction, f"{role}-r{round_index}c{c}", like)
                 if role == "candidate":
                     block_calls.append(len(names))
-                if role == "candidate":
-                    audits += _audit(ev, maker, candidate, sets, rng, options.audit_fraction, configs[c][1])
+                    audits += [(inputs, outputs, configs[c][1]) for inputs, outputs in fetched]
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir()
 
+    _check_audits(ev, maker, audits)
     gap = _timer_gap(unexplained, claimed_blocks, block_calls)
     if gap is not None:
         raise TimingFailure("rejected", gap)
@@ -117,12 +134,14 @@ def measure_speedup(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, 
     result = {
         "speedup": estimate.speedup,
         "speedup_ci": [estimate.ci_low, estimate.ci_high],
+        "statistical_ci": estimate.statistical_ci,
+        "process_effect": PROCESS_EFFECT,
         "baseline": vars(estimate.baseline),
         "candidate": vars(estimate.candidate),
         "rounds": estimate.rounds,
         "calls_per_block": block_sizes,
         "per_shape": [{"shape": list(shape), "dtype": dtype, **ps} for (shape, dtype), ps in zip(configs, estimate.per_shape)],
-        "audited_calls": audits,
+        "audited_calls": len(audits),
         "unexplained_ms_per_block": {k: float(np.median(v)) for k, v in unexplained.items()},
         "fresh_inputs_every_call": True,
         "clock": "cuda events + device-wide sync" if ev.device == "cuda" else "perf_counter_ns",
@@ -131,25 +150,43 @@ def measure_speedup(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, 
     return result, flags
 
 
-def _audit(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, sets: list[list], rng: secrets.SystemRandom, fraction: float, dtype: str) -> int:
-    """Check a random subset of the block's timed outputs, chosen after the block ran."""
+def _like_outputs(ev: Evaluation, shape: tuple, dtype: str) -> tuple:
+    """Reference outputs of a checked case with this shape and dtype: they size the audit reads."""
+    for case, _name, _gold, base, _inputs in ev.cases:
+        if tuple(case.shape) == tuple(shape) and case.dtype == dtype:
+            return base
+    raise TimingFailure("rejected", f"no checked case for shape {list(shape)} {dtype}: cannot audit its timed outputs")
+
+
+def _audit(ev: Evaluation, candidate: WorkerSession, sets: list[list], rng: secrets.SystemRandom, fraction: float, tag: str, like: tuple) -> list[tuple[list, list]]:
+    """Fetch a random subset of the block's timed outputs, chosen after the block ran.
+
+    Only the outputs are read now (pinned in this process's memory); the references are
+    computed after the last timed block, so no trusted-side computation runs while any
+    block is timed (its threads would compete with one side of the comparison)."""
     count = max(1, round(fraction * len(sets)))
     indices = sorted(rng.sample(range(len(sets)), count))
     try:
-        reply = candidate.request({"cmd": "audit", "indices": indices, "output": "out/audit"})
+        reply = candidate.request({"cmd": "audit", "indices": indices, "output": f"out/audit-{tag}"})
     except WorkerFailure as exc:
         raise TimingFailure(exc.status, f"during the timing audit: {exc.reason}") from None
     files = reply.get("files", [])
     if len(files) != len(indices):
         raise TimingFailure("rejected", "candidate answered the audit with the wrong number of files")
+    fetched = []
     for index, name in zip(indices, files):
-        gold, base = maker.reference(sets[index])
-        outputs, _ = ev._read_outputs(name, base)
+        outputs, _ = ev._read_outputs(name, like)
+        fetched.append((sets[index], outputs))
+    return fetched
+
+
+def _check_audits(ev: Evaluation, maker: CaseMaker, audits: list[tuple[list, list, str]]) -> None:
+    for number, (inputs, outputs, dtype) in enumerate(audits):
+        gold, base = maker.reference(inputs)
         result = compare(outputs, gold, base, ev._tolerance(dtype))
         if not result.passed:
             assert result.mismatch is not None
-            raise TimingFailure("incorrect", f"timed call {index} of a block returned a wrong result (audit): {result.mismatch.line()}")
-    return count
+            raise TimingFailure("incorrect", f"audited timed call {number + 1} returned a wrong result: {result.mismatch.line()}")
 
 
 def _timer_gap(unexplained: dict[str, list[float]], claimed: dict[str, list[float]], calls: list[int]) -> str | None:
