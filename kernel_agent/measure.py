@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 
 CLAIM_SLACK_S = 0.002
 GAP_CORROBORATION = 0.25  # the trusted clock must support at least a quarter of a claimed gain (calibrated on a loaded 2-core CPU)
+# ...and only a discrepancy beyond the noise of two clocks on a loaded machine is tampering:
+# an honest baseline against itself (claimed ~1.0x) must never be rejected for a few percent.
+GAP_REJECT_RATIO = 1.2  # claimed / trusted above this (with the rule above failing): rejected
+GAP_FLAG_RATIO = 1.1  # above this: flagged for a human
 
 
 class TimingFailure(Exception):
@@ -127,10 +131,10 @@ def _measure(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, baselin
 
     _check_audits(ev, maker, audits)
     gap = _timer_gap(unexplained, claimed_blocks, block_calls)
-    if gap is not None:
+    if gap is not None and not gap.startswith("FLAG:"):
         raise TimingFailure("rejected", gap)
     estimate = speedup_interval(samples["baseline"], samples["candidate"])
-    flags = _cross_check(samples, host_samples)
+    flags = _cross_check(samples, host_samples) + ([gap.removeprefix("FLAG:")] if gap else [])
     result = {
         "speedup": estimate.speedup,
         "speedup_ci": [estimate.ci_low, estimate.ci_high],
@@ -209,10 +213,16 @@ def _timer_gap(unexplained: dict[str, list[float]], claimed: dict[str, list[floa
     if claimed_speedup <= 1.0:
         return None
     trusted_speedup = base_ms / max(cand_seen, 1e-6)
-    if trusted_speedup < 1.0 + GAP_CORROBORATION * (claimed_speedup - 1.0):
+    discrepancy = claimed_speedup / max(trusted_speedup, 1e-6)
+    if trusted_speedup < 1.0 + GAP_CORROBORATION * (claimed_speedup - 1.0) and discrepancy > GAP_REJECT_RATIO:
         return (
             f"timer mismatch: the candidate claimed {claimed_speedup:.2f}x but the orchestrator's clock supports only "
             f"{trusted_speedup:.2f}x ({cand_seen:.2f} ms per call seen, {cand_ms:.2f} ms claimed): forged or bypassed timer, or work hidden from it"
+        )
+    if discrepancy > GAP_FLAG_RATIO and claimed_speedup > 1.02:
+        return (
+            f"FLAG:timer discrepancy: the candidate claimed {claimed_speedup:.2f}x and the orchestrator's clock supports "
+            f"{trusted_speedup:.2f}x; needs human review"
         )
     return None
 
