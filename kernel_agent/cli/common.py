@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 from rich.console import Console
@@ -17,3 +18,13 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """Print one line naming the problem (and the fix) and exit."""
     stderr.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     sys.exit(code)
+
+
+def read_candidate(path: Path) -> str:
+    """A candidate's source, or exit 2 with one line."""
+    if not path.is_file():
+        fail(f"{path}: no such candidate file")
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"{path}: cannot read the candidate: {exc}")

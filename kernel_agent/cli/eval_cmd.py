@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, stderr, stdout
+from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, read_candidate, stderr, stdout
 
 
 def eval_command(
@@ -41,12 +41,7 @@ def eval_command(
         fail("--timeout must be a positive number of seconds")
     if isolation not in ("auto", "bwrap", "unshare", "process"):
         fail(f"--isolation must be auto, bwrap, unshare or process, not {isolation!r}")
-    if not candidate.is_file():
-        fail(f"{candidate}: no such candidate file")
-    try:
-        source = candidate.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        fail(f"{candidate}: cannot read the candidate: {exc}")
+    source = read_candidate(candidate)
     try:
         loaded = load_problem(problem)
         for warning in audit_problem(loaded, run_device(loaded, device)):

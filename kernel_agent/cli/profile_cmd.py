@@ -16,7 +16,7 @@ from typing import Any
 
 import typer
 
-from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, stderr, stdout
+from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, read_candidate, stderr, stdout
 
 
 def profile_command(
@@ -39,12 +39,7 @@ def profile_command(
         fail("--device cuda: no CUDA device is visible here; use --device cpu or auto")
     source = None
     if candidate is not None:
-        if not candidate.is_file():
-            fail(f"{candidate}: no such candidate file")
-        try:
-            source = candidate.read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            fail(f"{candidate}: cannot read the candidate: {exc}")
+        source = read_candidate(candidate)
     try:
         loaded = load_problem(problem)
     except ProblemError as exc:
