@@ -172,10 +172,12 @@ class BatchRun:
     executor: Executor
     progress: Progress
     stop: threading.Event = field(default_factory=threading.Event)
+    ceilings: dict[str, Any] = field(default_factory=dict)
 
     def run(self) -> list[KernelResult]:
         run_budget = Budget(BudgetLimits(**self.plan.budget), "run")
-        shared = Shared(executor=self.executor, llm_slots=threading.BoundedSemaphore(max(1, self.plan.concurrency)), budget=run_budget, stop=self.stop)
+        shared = Shared(executor=self.executor, llm_slots=threading.BoundedSemaphore(max(1, self.plan.concurrency)), budget=run_budget, stop=self.stop,
+                        ceilings=self.ceilings)
         loops = [
             KernelLoop(self.db, self.run_id, problem, self.providers[problem.name], self.plan.loop_options(spec), self.progress, shared)
             for spec, problem in self.problems
@@ -188,3 +190,20 @@ class BatchRun:
 
 def store_plan(db: Database, plan: RunPlan, model: str | None) -> int:
     return store.create_run(db, plan.provider, model, plan.to_json())
+
+
+def device_ceilings(db: Database, devices: set[str], threads: int | None) -> dict[str, Any]:
+    """Ceilings per device: from the database when this device fingerprint was measured before,
+    else measured now (a few seconds, before any evaluation starts) and stored."""
+    from kernel_agent.profile import ceilings_from_dict, ceilings_to_dict, fingerprint_key, measure_ceilings
+
+    found: dict[str, Any] = {}
+    for device in sorted(devices):
+        key = fingerprint_key(device, threads)
+        data = store.stored_ceilings(db, key)
+        if data is None:
+            ceilings = measure_ceilings(device)
+            store.store_ceilings(db, key, ceilings_to_dict(ceilings))
+            data = store.stored_ceilings(db, key)
+        found[device] = ceilings_from_dict(data)
+    return found

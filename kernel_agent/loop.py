@@ -76,6 +76,7 @@ class Shared:
     llm_slots: AbstractContextManager = field(default_factory=nullcontext)
     budget: Budget = field(default_factory=lambda: Budget(BudgetLimits(), "run"))
     stop: threading.Event = field(default_factory=threading.Event)
+    ceilings: dict[str, Any] = field(default_factory=dict)  # device -> profile.Ceilings, measured once per device fingerprint
 
 
 @dataclass
@@ -171,13 +172,33 @@ class KernelLoop:
 
     def _collect(self, pending: Pending) -> None:
         assert pending.future is not None
-        verdict = pending.future.result()
+        verdict = self._check_floor(pending.future.result())
         store.add_evaluation(self.db, pending.candidate_id, verdict, time.perf_counter() - pending.started)
         self._remember(pending.candidate_id, pending.source, pending.note, pending.round, verdict)
         if verdict.status == "faster":
             best = self.parents[0]
             store.update_run_kernel(self.db, self.run_kernel_id, best_candidate_id=best.candidate_id, best_speedup=best.speedup)
         self.progress("evaluated", {"kernel": self.problem.name, "candidate": pending.candidate_id, "status": verdict.status, "speedup": verdict.speedup})
+
+    def _check_floor(self, verdict: Verdict) -> Verdict:
+        """A candidate measured faster than the roofline floor is flagged for a human, never accepted silently."""
+        ceilings = self.shared.ceilings.get(self.device)
+        if ceilings is None or not verdict.timing or verdict.status not in ("faster", "correct"):
+            return verdict
+        try:
+            from kernel_agent.profile import shape_rows
+
+            rows = shape_rows(self.problem, verdict.timing, ceilings)
+        except Exception:  # noqa: BLE001 - the floor is advice; a failure to compute it changes nothing
+            return verdict
+        beaten = [r for r in rows if r.get("candidate_faster_than_floor")]
+        if beaten:
+            row = beaten[0]
+            flag = (f"measured {row['candidate_median_ms']:.4g} ms on shape {row['shape']}, faster than the roofline floor "
+                    f"{row['floor_ms']:.4g} ms of this device: needs human review")
+            verdict.flags.append(flag)
+            verdict.status, verdict.reason = "flagged", "; ".join(verdict.flags)
+        return verdict
 
     def _evaluate_all(self, batch: list[Pending]) -> bool:
         """Evaluate in parallel; False when a budget or the stop flag cut the batch short."""
@@ -205,7 +226,7 @@ class KernelLoop:
         try:
             from kernel_agent.profile import build_profile
 
-            return build_profile(self.problem, verdict.timing, self.device, None)
+            return build_profile(self.problem, verdict.timing, self.device, self.shared.ceilings.get(self.device))
         except Exception as exc:  # noqa: BLE001 - a profile is advice; never let it stop the loop
             return {"error": f"profile unavailable: {type(exc).__name__}: {exc}"}
 

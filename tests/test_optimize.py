@@ -65,6 +65,14 @@ def test_every_reply_is_recorded_with_its_reason(llm_run: dict) -> None:
     assert "undeclared_identifier_xyz" in reasons[0]
 
 
+def test_profile_section_reaches_the_server(llm_run: dict) -> None:
+    first_prompt = "\n".join(m["content"] for m in llm_run["requests"][0]["messages"])
+    assert "baseline time: median" in first_prompt
+    assert "floor" in first_prompt and "fraction of floor" in first_prompt
+    db = llm_run["tmp"] / "runs.db"
+    assert rows(db, "select count(*) from device_ceilings") == [(1,)]  # measured once, stored by device fingerprint
+
+
 def test_compile_error_text_reaches_the_next_prompt(llm_run: dict) -> None:
     second_prompt = json.dumps(llm_run["requests"][-1]["messages"])
     assert "undeclared_identifier_xyz" in second_prompt

@@ -142,7 +142,7 @@ def build_providers(database, plan, problems) -> dict:
 
 def execute(database, plan, run_id: int | None, json_output: bool) -> None:
     from kernel_agent.audit import audit_problem
-    from kernel_agent.batch import BatchRun, load_kernel, store_plan
+    from kernel_agent.batch import BatchRun, device_ceilings, load_kernel, store_plan
     from kernel_agent.cli.progress import LoopProgress
     from kernel_agent.db import store
     from kernel_agent.evaluate import run_device
@@ -173,7 +173,9 @@ def execute(database, plan, run_id: int | None, json_output: bool) -> None:
         stderr.print(f"resuming run {run_id}: {len(problems)} kernel(s), provider {plan.provider}, database {database.display_url}", highlight=False)
     executor = build_executor(plan)
     progress = LoopProgress(stderr, names, plan.rounds)
-    batch = BatchRun(database, run_id, plan, problems, providers, executor, progress.event)
+    timed_devices = {run_device(p, plan.device) for _, p in problems if not (p.device == "cuda" and run_device(p, plan.device) == "cpu")}
+    ceilings = device_ceilings(database, timed_devices, plan.eval_options().threads)
+    batch = BatchRun(database, run_id, plan, problems, providers, executor, progress.event, ceilings=ceilings)
     results = run_until_interrupted(batch, progress, database, run_id)
     executor.shutdown()
     if results and all(r.status == "provider_failed" for r in results):

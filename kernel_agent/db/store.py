@@ -220,3 +220,19 @@ def recorded_calls(db: Database, run_id: int, problem_name: str | None = None) -
             query = query.join(RunKernel, RunKernel.id == LLMCallRow.run_kernel_id).join(ProblemRow, ProblemRow.id == RunKernel.problem_id)
             query = query.where(ProblemRow.name == problem_name)
         return [row_to_call(r) for r in session.scalars(query.order_by(LLMCallRow.id)).all()]
+
+
+def stored_ceilings(db: Database, fingerprint: str) -> dict[str, Any] | None:
+    """Device ceilings measured earlier on this device fingerprint, if any."""
+    from kernel_agent.db.models import DeviceCeiling
+
+    with db.session() as session:
+        row = session.scalar(select(DeviceCeiling).where(DeviceCeiling.fingerprint == fingerprint))
+        return dict(row.data) if row is not None else None
+
+
+def store_ceilings(db: Database, fingerprint: str, data: dict[str, Any]) -> None:
+    from kernel_agent.db.models import DeviceCeiling
+
+    with db.write() as session:
+        insert_if_absent(session, DeviceCeiling.__table__, {"fingerprint": fingerprint, "data": data, "measured_at": utcnow()}, ["fingerprint"])

@@ -1,0 +1,388 @@
+"""The process that runs one kernel (candidate or baseline) inside the sandbox.
+
+It never sees the reference, the problem module or any seed: it receives
+input tensors as files, returns output tensors as files, and reports times.
+Everything it says is a claim; the trusted side checks outputs itself and
+cross-checks times with its own clock. The integrity checks here (captured
+timers, backend flags, thread and child counts) catch the common in-process
+tricks early with a precise reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import errno
+import importlib.util
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+FD_IN, FD_OUT = 3, 4
+
+
+class Violation(Exception):
+    """The candidate broke a harness rule (status `rejected`)."""
+
+
+class CallError(Exception):
+    """The candidate raised while being called (status `runtime_error` or `compile_error`)."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def _one_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".replace("\n", " ")
+    return text[:500]
+
+
+def _where(exc: BaseException, source_path: str) -> str:
+    """The candidate-file line that raised, for feedback to the author."""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename == source_path:
+            return f" (line {frame.lineno}: {(frame.line or '').strip()[:120]})"
+    return ""
+
+
+class Worker:
+    def __init__(self, config: dict[str, Any]) -> None:
+        import torch
+
+        from kernel_agent import tensorfile
+        from kernel_agent.sandbox import channel
+
+        self.torch = torch
+        self.tensorfile = tensorfile
+        self.channel = channel
+        self.config = config
+        self.workdir = Path(config["workdir"])
+        self.device = config["device"]
+        self.reader = channel.LineReader(FD_IN)
+        self.kept_outputs: list[tuple[Any, ...]] = []
+        torch.set_num_threads(int(config["threads"]))
+        torch.set_grad_enabled(False)
+        if self.device == "cuda":
+            torch.cuda.init()
+            torch.empty(1, device="cuda")
+            self.l2_flush = torch.empty(max(2 * torch.cuda.get_device_properties(0).L2_cache_size, 64 << 20), dtype=torch.uint8, device="cuda")
+        # Warm torch's own thread pools so later counts only see the candidate's threads.
+        (torch.ones(64, 64) @ torch.ones(64, 64)).sum().item()
+        self.pristine = self._snapshot()
+
+    # ---- integrity -------------------------------------------------------
+    def _snapshot(self) -> dict[str, Any]:
+        torch = self.torch
+        snap: dict[str, Any] = {
+            "time.perf_counter": time.perf_counter,
+            "time.perf_counter_ns": time.perf_counter_ns,
+            "time.monotonic": time.monotonic,
+            "time.time": time.time,
+            "os.urandom": os.urandom,
+            "torch.Tensor.clone": torch.Tensor.clone,
+            "torch.Tensor.copy_": torch.Tensor.copy_,
+            "torch.equal": torch.equal,
+            "torch.set_num_threads": torch.set_num_threads,
+            "Worker.run_call": Worker.run_call.__code__,
+            "Worker.time_block": Worker.time_block.__code__,
+            "Worker.check_integrity": Worker.check_integrity.__code__,
+            "tensorfile.encode": self.tensorfile.encode.__code__,
+            "flag.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "flag.cudnn_tf32": torch.backends.cudnn.allow_tf32,
+            "flag.cudnn_benchmark": torch.backends.cudnn.benchmark,
+            "flag.matmul_precision": torch.get_float32_matmul_precision(),
+            "flag.deterministic": torch.are_deterministic_algorithms_enabled(),
+            "threads": torch.get_num_threads(),
+            "py_threads": threading.active_count(),
+        }
+        if self.device == "cuda":
+            snap.update(
+                {
+                    "torch.cuda.synchronize": torch.cuda.synchronize,
+                    "torch.cuda.Event": torch.cuda.Event,
+                    "torch.cuda.Event.record": torch.cuda.Event.record,
+                    "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+                }
+            )
+        return snap
+
+    def check_integrity(self, when: str) -> None:
+        now = self._snapshot()
+        for key, value in self.pristine.items():
+            if key == "py_threads":
+                if now[key] > value:
+                    raise Violation(f"candidate started {now[key] - value} Python thread(s) ({when}); background work is not allowed")
+            elif now[key] is not value and now[key] != value:
+                raise Violation(f"harness tampering: {key} changed ({when})")
+        children = _child_pids()
+        if children:
+            raise Violation(f"candidate started child process(es) {children[:5]} ({when})")
+
+    # ---- loading ---------------------------------------------------------
+    def load(self) -> None:
+        config, torch = self.config, self.torch
+        source_path = config["source"]
+        name = f"ka_{config['role']}_module"
+        try:
+            spec = importlib.util.spec_from_file_location(name, source_path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        except SyntaxError as exc:
+            raise CallError("compile_error", f"SyntaxError: {exc.msg} (line {exc.lineno})") from None
+        except BaseException as exc:  # noqa: BLE001 - any failure to load is the candidate's
+            if isinstance(exc, SystemExit):
+                raise CallError("crashed", f"candidate called exit({exc.code}) while loading") from None
+            raise CallError("compile_error", f"import failed: {_one_line(exc)}{_where(exc, source_path)}") from None
+        entry = config["entry"]
+        target = getattr(module, entry, None)
+        if target is None:
+            raise CallError("compile_error", f"the module defines no `{entry}`")
+        if config.get("init_file"):
+            init_args = json.loads(Path(config["init_file"]).read_text())
+            state_tensors, state_meta = self.tensorfile.read(Path(config["state_file"]))
+            state = dict(zip(state_meta["names"], state_tensors))
+            try:
+                model = target(*init_args)
+                missing = model.load_state_dict(state, strict=True)
+                del missing
+                model = model.to(self.device).eval()
+            except BaseException as exc:  # noqa: BLE001
+                raise CallError("compile_error", f"could not build {entry} with the reference weights: {_one_line(exc)}") from None
+            self.fn: Callable[..., Any] = model
+        else:
+            if not callable(target):
+                raise CallError("compile_error", f"`{entry}` is not callable")
+            self.fn = target
+        torch.set_num_threads(int(config["threads"]))
+        self.check_integrity("after import")
+
+    # ---- calls -----------------------------------------------------------
+    def _load_inputs(self, path: str) -> tuple[list[Any], dict[str, Any]]:
+        tensors, meta = self.tensorfile.read(self.workdir / path)
+        return [t.to(self.device) for t in tensors], meta
+
+    def run_call(self, inputs: list[Any]) -> tuple[Any, ...]:
+        torch = self.torch
+        try:
+            result = self.fn(*inputs)
+        except SystemExit as exc:
+            raise CallError("crashed", f"candidate called exit({exc.code})") from None
+        except MemoryError:
+            raise CallError("crashed", "out of memory (the sandbox memory limit was hit)") from None
+        except BaseException as exc:  # noqa: BLE001
+            if _is_out_of_memory(exc):
+                raise CallError("crashed", f"out of memory (the sandbox memory limit was hit): {_one_line(exc)[:200]}") from None
+            if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+                raise CallError("crashed", "file-size limit hit (output flood): SIGXFSZ/EFBIG") from None
+            status = "compile_error" if "CompilationError" in type(exc).__name__ else "runtime_error"
+            raise CallError(status, f"{_one_line(exc)}{_where(exc, self.config['source'])}") from None
+        outputs = (result,) if not isinstance(result, (tuple, list)) else tuple(result)
+        for index, out in enumerate(outputs):
+            if type(out) is not torch.Tensor:
+                raise CallError("runtime_error", f"output {index} is a {type(out).__name__}, not a plain torch.Tensor")
+            if out.__dict__:
+                # Per-instance overrides (.detach, .cpu, ...) would run the real work after the clock stops.
+                raise CallError("rejected", f"output {index} carries per-instance attributes ({', '.join(sorted(out.__dict__))[:120]}): lazy outputs are not allowed")
+        return outputs
+
+    def _poison(self, nbytes: int) -> None:
+        """Fill freed allocator memory with NaN so unwritten outputs cannot look plausible."""
+        if nbytes <= 0:
+            return
+        torch = self.torch
+        block = torch.full((nbytes // 4 + 1,), float("nan"), dtype=torch.float32, device=self.device)
+        del block
+
+    def check(self, message: dict[str, Any]) -> dict[str, Any]:
+        torch = self.torch
+        inputs, meta = self._load_inputs(message["inputs"])
+        saved = [t.clone() for t in inputs]
+        runs = []
+        for repeat in range(int(message.get("repeat", 1))):
+            self._poison(int(meta.get("output_nbytes", 0)) * (repeat + 1))
+            outputs = self.run_call(inputs)
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+            _check_aliasing(outputs, inputs)
+            for index, (now, before) in enumerate(zip(inputs, saved)):
+                if not torch.equal(now, before):
+                    raise CallError("incorrect", f"input {index} was modified by the kernel (inputs must stay unchanged)")
+            runs.append(outputs)
+        files = []
+        for repeat, outputs in enumerate(runs):
+            name = f"{message['output']}.{repeat}"
+            # The inputs travel back too: the trusted side checks them against what it sent
+            # (the in-process comparison above only gives an early, precise reason).
+            tensors = [o.detach() for o in outputs] + [t.detach() for t in inputs]
+            self.tensorfile.write(self.workdir / name, tensors, {"devices": [str(o.device.type) for o in outputs], "outputs": len(outputs)})
+            files.append(name)
+        self.check_integrity("after a check call")
+        return {"ok": True, "files": files}
+
+    def warmup(self, message: dict[str, Any]) -> dict[str, Any]:
+        inputs, _ = self._load_inputs(message["inputs"])
+        start, calls = time.perf_counter(), 0
+        while calls < int(message.get("min_calls", 10)) or time.perf_counter() - start < float(message.get("min_seconds", 0.025)):
+            self.run_call(inputs)
+            if self.device == "cuda":
+                self.torch.cuda.synchronize()
+            calls += 1
+            if time.perf_counter() - start > float(message.get("max_seconds", 30)):
+                break
+        self.check_integrity("after warm-up")
+        return {"ok": True, "calls": calls, "seconds": time.perf_counter() - start}
+
+    def stage(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Load a block's inputs before it is timed, so the trusted clock around `time` sees calls only."""
+        self.staged = [self._load_inputs(path)[0] for path in message["inputs"]]
+        self.kept_outputs = []
+        return {"ok": True, "staged": len(self.staged)}
+
+    def time_block(self, message: dict[str, Any]) -> dict[str, Any]:
+        torch = self.torch
+        input_sets, self.staged = getattr(self, "staged", []), []
+        if not input_sets:
+            raise CallError("rejected", "time request without staged inputs")
+        self.kept_outputs = []
+        times, host_times = [], []
+        cuda = self.device == "cuda"
+        for inputs in input_sets:
+            if cuda:
+                torch.cuda.synchronize()
+                self.l2_flush.fill_(1)
+                torch.cuda.synchronize()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                t0 = time.perf_counter_ns()
+                start.record()
+                outputs = self.run_call(inputs)
+                end.record()
+                torch.cuda.synchronize()
+                t1 = time.perf_counter_ns()
+                times.append(start.elapsed_time(end))
+                host_times.append((t1 - t0) / 1e6)
+            else:
+                t0 = time.perf_counter_ns()
+                outputs = self.run_call(inputs)
+                t1 = time.perf_counter_ns()
+                times.append((t1 - t0) / 1e6)
+                host_times.append((t1 - t0) / 1e6)
+            # Snapshot right after the clock stops: work finished later (a background thread, a
+            # deferred fill) does not reach the audited copy.
+            self.kept_outputs.append(tuple(_snapshot(o) for o in outputs))
+            _check_aliasing(outputs, inputs)
+        self.check_integrity("after a timed block")
+        return {"ok": True, "times_ms": times, "host_ms": host_times}
+
+    def audit(self, message: dict[str, Any]) -> dict[str, Any]:
+        files = []
+        for index in message["indices"]:
+            name = f"{message['output']}.{index}"
+            outputs = self.kept_outputs[int(index)]
+            self.tensorfile.write(self.workdir / name, list(outputs), {"devices": [str(o.device.type) for o in outputs]})
+            files.append(name)
+        self.kept_outputs = []
+        return {"ok": True, "files": files}
+
+    def serve(self) -> None:
+        handlers = {"check": self.check, "warmup": self.warmup, "stage": self.stage, "time": self.time_block, "audit": self.audit}
+        while True:
+            try:
+                message = self.reader.receive()
+            except self.channel.ChannelClosed:
+                return
+            command = message.get("cmd")
+            if command == "exit":
+                return
+            try:
+                reply = handlers[command](message)
+            except CallError as exc:
+                reply = {"ok": False, "status": exc.status, "reason": exc.reason}
+            except Violation as exc:
+                reply = {"ok": False, "status": "rejected", "reason": str(exc)}
+            except MemoryError:
+                reply = {"ok": False, "status": "crashed", "reason": "out of memory"}
+            except Exception as exc:  # noqa: BLE001 - e.g. CUDA errors surfacing at sync
+                reply = {"ok": False, "status": "runtime_error", "reason": _one_line(exc)}
+            self.channel.send(FD_OUT, reply)
+
+
+def _check_aliasing(outputs: tuple[Any, ...], inputs: list[Any]) -> None:
+    for i, out in enumerate(outputs):
+        out_storage = out.untyped_storage()
+        lo, hi = out_storage.data_ptr(), out_storage.data_ptr() + out_storage.nbytes()
+        for j, inp in enumerate(inputs):
+            storage = inp.untyped_storage()
+            a, b = storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+            if out_storage.nbytes() and storage.nbytes() and lo < b and a < hi:
+                raise CallError("incorrect", f"output {i} shares memory with input {j} (outputs may not alias inputs)")
+
+
+def _snapshot(tensor: Any) -> Any:
+    copy = tensor.detach().new_empty(tensor.shape)
+    copy.copy_(tensor.detach())
+    return copy
+
+
+def _is_out_of_memory(exc: BaseException) -> bool:
+    text = str(exc)
+    return type(exc).__name__ == "OutOfMemoryError" or "can't allocate memory" in text or "Cannot allocate memory" in text
+
+
+def _child_pids() -> list[int]:
+    children: list[int] = []
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            children += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return children
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("config")
+    args = parser.parse_args()
+    config = json.loads(Path(args.config).read_text())
+    # Keep the protocol fds private; anything the candidate prints goes to a log file.
+    log = os.open(str(Path(config["workdir"]) / f"{config['role']}.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    sys.stdout = os.fdopen(1, "w", buffering=1)
+    sys.stderr = os.fdopen(2, "w", buffering=1)
+    from kernel_agent.sandbox import channel
+
+    try:
+        _set_pdeathsig()
+        worker = Worker(config)
+        worker.load()
+    except CallError as exc:
+        channel.send(FD_OUT, {"ok": False, "status": exc.status, "reason": exc.reason})
+        return
+    except Violation as exc:
+        channel.send(FD_OUT, {"ok": False, "status": "rejected", "reason": str(exc)})
+        return
+    channel.send(FD_OUT, {"ok": True, "event": "loaded"})
+    worker.serve()
+
+
+def _set_pdeathsig() -> None:
+    try:
+        libc = ctypes.CDLL(None)
+        libc.prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except OSError:
+        pass
+
+
+if __name__ == "__main__":
+    main()
+    sys.stdout.flush()
+    os._exit(0)
