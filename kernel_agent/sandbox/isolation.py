@@ -67,7 +67,7 @@ def _works(command: list[str]) -> bool:
         return False
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def probe(preferred: str = "auto") -> Isolation:
     """Find the strongest layer that actually starts a process here."""
     root = os.geteuid() == 0

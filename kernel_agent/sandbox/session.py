@@ -161,7 +161,7 @@ class WorkerSession:
                 pass
         self.process = None
 
-    def __enter__(self) -> "WorkerSession":
+    def __enter__(self) -> WorkerSession:
         self.start()
         return self
 

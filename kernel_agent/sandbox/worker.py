@@ -20,8 +20,9 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 FD_IN, FD_OUT = 3, 4
 
