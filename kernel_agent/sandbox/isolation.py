@@ -26,8 +26,6 @@ from pathlib import Path
 
 SANDBOX_UID = 65534  # nobody
 ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-# Directories whose contents a candidate must not see (keys, caches, other work).
-HIDDEN_DIRS = ("/root", "/home", "/tmp", "/var/tmp", "/run", "/mnt", "/media")
 
 
 @dataclass(frozen=True)
@@ -76,7 +74,7 @@ def probe(preferred: str = "auto") -> Isolation:
     for level in order:
         if level == "bwrap" and shutil.which("bwrap"):
             if _works(bwrap_prefix(Path("/"), extra_ro=(), gpu=False) + ["/bin/true"]):
-                return Isolation("bwrap", uid, ("ro-root", "private-tmp", "no-net", "pid-ns", "env-allowlist", "rlimits", *(["setuid"] if root else [])))
+                return Isolation("bwrap", uid, ("minimal-root", "private-tmp", "no-net", "pid-ns", "env-allowlist", "rlimits", *(["setuid"] if root else [])))
         if level == "unshare" and shutil.which("unshare"):
             if _works(unshare_prefix() + ["/bin/true"]):
                 return Isolation("unshare", uid, ("no-net", "pid-ns", "env-allowlist", "rlimits", *(["setuid"] if root else [])))
@@ -85,55 +83,66 @@ def probe(preferred: str = "auto") -> Isolation:
     raise RuntimeError(f"isolation level {preferred!r} is not available on this machine")
 
 
-def _blocked_ancestor_binds(path: Path) -> list[Path]:
-    """Paths under a hidden dir that must be re-exposed read-only (the interpreter, packages)."""
-    path = path.resolve()
-    for hidden in HIDDEN_DIRS:
-        if path == Path(hidden) or Path(hidden) in path.parents:
-            return [path]
-    return []
+SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/sys", "/var/lib")  # read-only; everything else is absent
+ROOT_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
+def package_dir() -> Path:
+    """This package's own folder (never the project around it: tests and examples hold references)."""
+    return Path(__file__).resolve().parents[1]
 
 
 def needed_read_paths(extra: tuple[Path, ...] = ()) -> list[Path]:
-    """Everything the worker must read: interpreter, site-packages, this package, problem files."""
+    """Everything the worker must read beyond the system: interpreter, site-packages, this package, extras."""
     candidates = [Path(sys.executable).resolve().parent.parent, Path(sys.prefix), Path(sys.base_prefix)]
-    candidates += [Path(p) for p in sys.path if p and Path(p).exists()]
-    candidates += [Path(__file__).resolve().parents[2], *extra]
+    candidates += [Path(p) for p in sys.path if p and "-packages" in p and Path(p).exists()]
+    candidates += [Path(p) for p in sys.path if p and Path(p).resolve().is_relative_to(Path(sys.base_prefix).resolve()) and Path(p).exists()]
+    candidates += [package_dir(), *extra]
     binds: list[Path] = []
-    for candidate in candidates:
-        for bind in _blocked_ancestor_binds(candidate):
-            if not any(bind == b or b in bind.parents for b in binds):
-                binds = [b for b in binds if bind not in b.parents] + [bind]
+    for candidate in (c.resolve() for c in candidates):
+        if any(candidate == Path(d) or Path(d) in candidate.parents for d in SYSTEM_DIRS):
+            continue  # already visible read-only
+        if not any(candidate == b or b in candidate.parents for b in binds):
+            binds = [b for b in binds if candidate not in b.parents] + [candidate]
     return binds
 
 
-def _parents_under_hidden(path: Path) -> list[str]:
-    """Create a bind target's missing parents as 0755: bwrap would create them 0700,
-    and the unprivileged sandbox uid could not reach the mount."""
-    hidden = [Path(h) for h in HIDDEN_DIRS if Path(h) in path.parents]
-    if not hidden:
-        return []
+def _parents(path: Path, made: set[Path]) -> list[str]:
+    """Create a bind target's missing parents as 0755 (bwrap would make them 0700, out of the
+    sandbox uid's reach), except inside the read-only system trees."""
     args: list[str] = []
-    for parent in reversed([p for p in path.parents if hidden[0] in p.parents]):
+    for parent in reversed(path.parents):
+        if parent == Path("/") or parent in made or any(parent == Path(d) or Path(d) in parent.parents for d in SYSTEM_DIRS):
+            continue
         args += ["--perms", "0755", "--dir", str(parent)]
+        made.add(parent)
     return args
 
 
 def bwrap_prefix(workdir: Path, extra_ro: tuple[Path, ...], gpu: bool, masked: tuple[Path, ...] = ()) -> list[str]:
-    cmd = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for hidden in HIDDEN_DIRS:
-        if Path(hidden).is_dir():
-            cmd += ["--tmpfs", hidden]
+    """A minimal root: the system trees read-only, the interpreter and this package, the extras,
+    and the work dir. Project folders, home folders and every other copy of a problem (and
+    its reference) on this machine are simply not there. `masked` paths are hidden even
+    when an extra would expose them."""
+    cmd = ["bwrap", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for directory in SYSTEM_DIRS:
+        if Path(directory).is_dir():
+            cmd += ["--ro-bind", directory, directory]
+    for link in ROOT_LINKS:
+        if os.path.islink(link):
+            cmd += ["--symlink", os.readlink(link), link]
+        elif os.path.isdir(link):
+            cmd += ["--ro-bind", link, link]
+    made: set[Path] = {Path("/tmp")}
     for path in needed_read_paths(extra_ro):
-        cmd += _parents_under_hidden(path) + ["--ro-bind", str(path), str(path)]
-    keep = [*needed_read_paths(extra_ro), *extra_ro, Path(__file__).resolve().parents[2]]  # the work dir is bound after
+        cmd += _parents(path, made) + ["--ro-bind", str(path), str(path)]
+        made.add(path)
     for path in masked:
         path = path.resolve()
-        if not path.exists() or any(path == k or path in k.parents for k in keep):
-            continue  # never hide what the worker itself needs
-        cmd += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
+        if path.exists() and any(path == b or b in path.parents for b in needed_read_paths(extra_ro)) and path != workdir:
+            cmd += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
     if workdir != Path("/"):
-        cmd += _parents_under_hidden(workdir) + ["--bind", str(workdir), str(workdir)]
+        cmd += _parents(workdir, made) + ["--bind", str(workdir), str(workdir)]
     if gpu:
         for node in sorted(glob.glob("/dev/nvidia*")):
             cmd += ["--dev-bind", node, node]
