@@ -36,6 +36,7 @@ GAP_CORROBORATION = 0.25  # the trusted clock must support at least a quarter of
 # an honest baseline against itself (claimed ~1.0x) must never be rejected for a few percent.
 GAP_REJECT_RATIO = 1.2  # claimed / trusted above this (with the rule above failing): rejected
 GAP_FLAG_RATIO = 1.1  # above this: flagged for a human
+GAP_MIN_MS = 0.1  # and never for less than this per call: two clocks' IPC jitter on sub-millisecond kernels
 
 
 class TimingFailure(Exception):
@@ -214,6 +215,8 @@ def _timer_gap(unexplained: dict[str, list[float]], claimed: dict[str, list[floa
         return None
     trusted_speedup = base_ms / max(cand_seen, 1e-6)
     discrepancy = claimed_speedup / max(trusted_speedup, 1e-6)
+    if cand_seen - cand_ms < GAP_MIN_MS:
+        return None
     if trusted_speedup < 1.0 + GAP_CORROBORATION * (claimed_speedup - 1.0) and discrepancy > GAP_REJECT_RATIO:
         return (
             f"timer mismatch: the candidate claimed {claimed_speedup:.2f}x but the orchestrator's clock supports only "
