@@ -14,7 +14,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -102,7 +101,3 @@ def ptr(tensor: torch.Tensor) -> ctypes.c_void_p:
     if not tensor.is_contiguous():
         raise ValueError("ptr() needs a contiguous tensor; call .contiguous() first")
     return ctypes.c_void_p(tensor.data_ptr())
-
-
-def have_compiler() -> bool:
-    return shutil.which(COMPILER) is not None

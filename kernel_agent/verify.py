@@ -12,7 +12,7 @@ plus exact shape and dtype, and no NaN/Inf where the gold has none.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -51,10 +51,6 @@ class Comparison:
     rel_norm_error: float = 0.0
     base_max_abs_error: float = 0.0
     details: list[dict[str, Any]] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        return data
 
 
 def _first_index(mask: torch.Tensor) -> list[int]:
