@@ -37,6 +37,8 @@ GAP_CORROBORATION = 0.25  # the trusted clock must support at least a quarter of
 GAP_REJECT_RATIO = 1.2  # claimed / trusted above this (with the rule above failing): rejected
 GAP_FLAG_RATIO = 1.1  # above this: flagged for a human
 GAP_MIN_MS = 0.1  # and never for less than this per call: two clocks' IPC jitter on sub-millisecond kernels
+GAP_HIDDEN_RATIO = 1.5  # per-block route: a third of the trusted time missing from the claims...
+GAP_NOISE_MULTIPLE = 4.0  # ...by this many robust sds of the baseline's own block-to-block noise
 
 
 class TimingFailure(Exception):
@@ -201,27 +203,34 @@ def _timer_gap(unexplained: dict[str, list[float]], claimed: dict[str, list[floa
     calls plus a per-call overhead that both processes pay alike; the baseline (trusted code,
     in a process that never ran candidate code) calibrates that overhead. A candidate that
     reports less than it spends (a patched or self-restoring timer, a forged reply, an
-    impersonated worker) shows a claimed gain its trusted time does not support. The rule
-    compares ratios of medians, so load on the machine that slows both sides cancels.
+    impersonated worker) shows a claimed gain its trusted time does not support.
+
+    Two routes reject. (1) Ratios of medians: the trusted clock must support a quarter of the
+    claimed gain; load that slows both sides cancels. (2) Per block: every candidate block
+    hides more time per call than any baseline block, by far more than the baseline's own
+    block-to-block noise, and a third of the candidate's trusted time is missing from its
+    claims. Route 2 still holds when the candidate's real speed happens to beat the baseline
+    (A/A ratios swing by 20% on a loaded 2-core machine), where route 1 alone only flags.
     """
     n = np.asarray(calls, dtype=float)
-    base_claim = np.asarray(claimed["baseline"]) / n
-    cand_claim = np.asarray(claimed["candidate"]) / n
-    overhead = float(np.median(np.asarray(unexplained["baseline"]) / n))
-    cand_seen = float(np.median((np.asarray(claimed["candidate"]) + np.asarray(unexplained["candidate"])) / n)) - overhead
-    base_ms, cand_ms = float(np.median(base_claim)), float(np.median(cand_claim))
+    base_hidden = np.asarray(unexplained["baseline"]) / n  # ms per call beyond the claims, per block
+    cand_hidden = np.asarray(unexplained["candidate"]) / n
+    base_ms = float(np.median(np.asarray(claimed["baseline"]) / n))
+    cand_ms = float(np.median(np.asarray(claimed["candidate"]) / n))
+    overhead = float(np.median(base_hidden))
+    cand_seen = float(np.median(np.asarray(claimed["candidate"]) / n + cand_hidden)) - overhead
     claimed_speedup = base_ms / cand_ms
-    if claimed_speedup <= 1.0:
+    if claimed_speedup <= 1.0 or cand_seen - cand_ms < GAP_MIN_MS:
         return None
     trusted_speedup = base_ms / max(cand_seen, 1e-6)
     discrepancy = claimed_speedup / max(trusted_speedup, 1e-6)
-    if cand_seen - cand_ms < GAP_MIN_MS:
-        return None
+    detail = f"({cand_seen:.2f} ms per call seen, {cand_ms:.2f} ms claimed): forged or bypassed timer, or work hidden from it"
     if trusted_speedup < 1.0 + GAP_CORROBORATION * (claimed_speedup - 1.0) and discrepancy > GAP_REJECT_RATIO:
-        return (
-            f"timer mismatch: the candidate claimed {claimed_speedup:.2f}x but the orchestrator's clock supports only "
-            f"{trusted_speedup:.2f}x ({cand_seen:.2f} ms per call seen, {cand_ms:.2f} ms claimed): forged or bypassed timer, or work hidden from it"
-        )
+        return f"timer mismatch: the candidate claimed {claimed_speedup:.2f}x but the orchestrator's clock supports only {trusted_speedup:.2f}x {detail}"
+    hidden = float(np.median(cand_hidden)) - overhead
+    noise = 1.4826 * float(np.median(np.abs(base_hidden - overhead)))  # robust sd of the baseline's blocks
+    if discrepancy > GAP_HIDDEN_RATIO and min(cand_hidden) > max(base_hidden) and hidden > max(GAP_MIN_MS, GAP_NOISE_MULTIPLE * noise):
+        return f"timer mismatch: every timed block of the candidate hid {hidden:.2f} ms per call from its own clock, {discrepancy:.2f}x its claim {detail}"
     if discrepancy > GAP_FLAG_RATIO and claimed_speedup > 1.02:
         return (
             f"FLAG:timer discrepancy: the candidate claimed {claimed_speedup:.2f}x and the orchestrator's clock supports "

@@ -37,9 +37,11 @@ KNOWN_LIMITS = """
   and `kill(-1)` as that uid would be the fix.
 - Disk and tmpfs floods: `RLIMIT_FSIZE` caps each file, not the number of files in `out/`,
   `tmp/` or bwrap's private `/tmp` (tmpfs, RAM). No quota exists.
-- The trusted-clock corroboration (`measure._timer_gap`) must see at least a quarter of a claimed
-  gain; a forger that hides less than that (e.g. claims 1.2x where the truth is 1.0x) can pass on
-  a loaded 2-core CPU. The in-process integrity checks still catch the timer patches we know.
+- The trusted-clock corroboration (`measure._timer_gap`) rejects when the trusted clock supports
+  less than a quarter of a claimed gain, or when every timed block hides a third of its time;
+  a forger that hides less than that (e.g. claims 1.2x where the truth is 1.0x) is only flagged
+  (above 1.1x) or can pass on a loaded 2-core CPU. The in-process integrity checks still catch
+  the timer patches we know.
 - A candidate that patches the worker's serialisation path itself (full worker impersonation)
   can return forged inputs for the trusted mutation check; only output correctness and the
   trusted clock are beyond its reach.
