@@ -23,7 +23,7 @@ from kernel_agent import tensorfile
 from kernel_agent.backends import detect_backend, get_backend
 from kernel_agent.backends.base import BuildContext, BuildFailed, Prepared
 from kernel_agent.backends.checks import defines
-from kernel_agent.cases import CaseMaker, CaseSpec, check_plan
+from kernel_agent.cases import CaseMaker, CaseSpec, check_plan, fresh_seed
 from kernel_agent.environment import fingerprint
 from kernel_agent.gate import DeviceGate, NoGate
 from kernel_agent.measure import TimingFailure, measure_speedup
@@ -54,6 +54,8 @@ class EvalOptions:
     keep_workdir: bool = False
     limits: Limits = field(default_factory=Limits)
     audit_fraction: float = 0.2
+    profile: str = "never"  # "faster" (verdicts faster or flagged) or "always": torch.profiler inside the sandbox after timing
+    profile_calls: int = 3
     gate: DeviceGate | NoGate = field(default_factory=NoGate, repr=False)  # shared by parallel evaluations
 
 
@@ -147,6 +149,10 @@ class Evaluation:
                 started = time.perf_counter()
                 self._time(candidate, maker, prepared)
                 self._phase("timing", started)
+                if self.options.profile == "always" or (self.options.profile == "faster" and verdict.status in ("faster", "flagged")):
+                    started = time.perf_counter()
+                    self._profile(candidate, maker)
+                    self._phase("profile", started)
         finally:
             candidate.close()
 
@@ -321,6 +327,25 @@ class Evaluation:
         else:
             verdict.status = "correct"
             verdict.reason = f"correct but not faster: speedup {speedup:.3f}x, 95% interval [{low:.3f}, {high:.3f}] does not clear {1 + options.min_gain:.2f}"
+
+    def _profile(self, candidate: WorkerSession, maker: CaseMaker) -> None:
+        """The candidate's operator breakdown at the first benchmark shape. It comes from the
+        candidate's own process, so it is sanitized, labelled as reported, and never changes the verdict."""
+        from kernel_agent.op_profile import sanitize
+
+        shape, dtype = self.problem.shapes[0], self.problem.dtypes[0]
+        name = "timing/profile.in"  # the timing folder: written by this process only
+        tensorfile.write(self.workdir / name, maker.inputs(shape, dtype, "normal", fresh_seed()))
+        try:
+            reply = candidate.request({"cmd": "profile", "inputs": name, "calls": self.options.profile_calls})
+        except WorkerFailure as exc:
+            self.verdict.profile = {"error": f"profile unavailable: {exc.reason}"[:300]}
+            return
+        breakdown = sanitize(reply.get("breakdown"), self.device) if reply.get("ok") else None
+        if breakdown is None:
+            self.verdict.profile = {"error": f"profile unavailable: {str(reply.get('reason') or 'malformed breakdown')[:250]}"}
+            return
+        self.verdict.profile = {"shape": list(shape), "dtype": dtype, **breakdown, "reported_by": "the candidate's sandboxed process"}
 
     def _replay_checks(self, baseline: WorkerSession) -> None:
         """Give the baseline's process the same history as the candidate's (the same check calls),

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import select
@@ -107,6 +107,8 @@ class KernelLoop:
         self.budget = Budget(self.options.budget, "kernel", parent=self.shared.budget)
         self.attempts: dict[int, Attempt] = {}  # candidate id -> evaluated attempt (or unparseable reply)
         self.medians: dict[int, float | None] = {}
+        self.accepted_verdicts: dict[int, Verdict] = {}
+        self.best_profiles: dict[int, dict[str, Any]] = {}
         self.baseline_id: int | None = None
         self.baseline_verdict: Verdict | None = None
         self.rounds_done = 0
@@ -142,6 +144,8 @@ class KernelLoop:
     def _remember(self, candidate_id: int, source: str, note: str, round_index: int, verdict: Verdict, count: bool = True) -> None:
         self.attempts[candidate_id] = Attempt(candidate_id, source, verdict.status, verdict.reason, verdict.speedup, note, round_index)
         self.medians[candidate_id] = (verdict.timing or {}).get("candidate", {}).get("median_ms")
+        if verdict.status == "faster":
+            self.accepted_verdicts[candidate_id] = verdict  # its profile goes into the prompt while it is the best
         if count:
             self.result.evaluated += 1
             if verdict.status == "faster":
@@ -180,18 +184,25 @@ class KernelLoop:
             store.update_run_kernel(self.db, self.run_kernel_id, best_candidate_id=best.candidate_id, best_speedup=best.speedup)
         self.progress("evaluated", {"kernel": self.problem.name, "candidate": pending.candidate_id, "status": verdict.status, "speedup": verdict.speedup})
 
-    def _check_floor(self, verdict: Verdict) -> Verdict:
-        """A candidate measured faster than the roofline floor is flagged for a human, never accepted silently."""
+    def _attach_roofline(self, verdict: Verdict) -> list[dict[str, Any]]:
+        """Work, ceilings and floors per shape, stored with a timed verdict (the report's roofline chart reads them)."""
         ceilings = self.shared.ceilings.get(self.device)
-        if ceilings is None or not verdict.timing or verdict.status not in ("faster", "correct"):
-            return verdict
+        if ceilings is None or not verdict.timing:
+            return []
         try:
-            from kernel_agent.profile import shape_rows
+            from kernel_agent.profile import roofline_record, shape_rows
 
             rows = shape_rows(self.problem, verdict.timing, ceilings)
         except Exception:  # noqa: BLE001 - the floor is advice; a failure to compute it changes nothing
+            return []
+        verdict.roofline = roofline_record(rows, ceilings)
+        return rows
+
+    def _check_floor(self, verdict: Verdict) -> Verdict:
+        """A candidate measured faster than the roofline floor is flagged for a human, never accepted silently."""
+        if verdict.status not in ("faster", "correct", "flagged"):
             return verdict
-        beaten = [r for r in rows if r.get("candidate_faster_than_floor")]
+        beaten = [r for r in self._attach_roofline(verdict) if r.get("candidate_faster_than_floor")]
         if beaten:
             row = beaten[0]
             flag = (f"measured {row['candidate_median_ms']:.4g} ms on shape {row['shape']}, faster than the roofline floor "
@@ -217,18 +228,30 @@ class KernelLoop:
         if self.baseline_verdict is None:
             self.progress("baseline", {"kernel": self.problem.name})
             started = time.perf_counter()
-            verdict = self.shared.executor.submit(self.problem, self.baseline_source, self.options.eval).result()
+            verdict = self.shared.executor.submit(self.problem, self.baseline_source, replace(self.options.eval, profile="always")).result()
+            self._attach_roofline(verdict)
             store.add_evaluation(self.db, self.baseline_id, verdict, time.perf_counter() - started)
             self.baseline_verdict = verdict
         return self.baseline_verdict
 
-    def _profile(self, verdict: Verdict) -> dict[str, Any]:
+    def _profile(self, verdict: Verdict, role: str = "baseline") -> dict[str, Any]:
+        """The prompt's profile of one timed side of a verdict: the baseline's A/A run, or the current best."""
+        breakdown = verdict.profile if verdict.profile and "error" not in verdict.profile else None
         try:
             from kernel_agent.profile import build_profile
 
-            return build_profile(self.problem, verdict.timing, self.device, self.shared.ceilings.get(self.device))
+            return build_profile(self.problem, verdict.timing, self.device, self.shared.ceilings.get(self.device), role=role, breakdown=breakdown)
         except Exception as exc:  # noqa: BLE001 - a profile is advice; never let it stop the loop
             return {"error": f"profile unavailable: {type(exc).__name__}: {exc}"}
+
+    def _best_profile(self) -> dict[str, Any] | None:
+        parents = self.parents
+        if not parents or parents[0].candidate_id not in self.accepted_verdicts:
+            return None
+        key = parents[0].candidate_id
+        if key not in self.best_profiles:
+            self.best_profiles[key] = self._profile(self.accepted_verdicts[key], role="candidate")
+        return self.best_profiles[key]
 
     def _record(self, proposal: Proposal, call_ids: list[int], round_index: int) -> Pending | None:
         """Store one proposal; return what to evaluate (None: unparseable, a repeat, or already evaluated)."""
@@ -281,7 +304,7 @@ class KernelLoop:
             best_before = self.parents[0].speedup if self.parents else 1.0
             context = ProposalContext(
                 problem=self.problem, baseline_source=self.baseline_source, parents=self.parents, history=self.history_before(round_index),
-                profile=profile, round=round_index, samples=self.options.samples, device=self.device,
+                profile=profile, best_profile=self._best_profile(), round=round_index, samples=self.options.samples, device=self.device,
                 cache_lookup=lambda key: store.cached_call(self.db, key),
             )
             self.progress("round", {"kernel": self.problem.name, "round": round_index})

@@ -389,6 +389,20 @@ def shape_rows(problem: Problem, timing: dict[str, Any] | None, ceilings: Ceilin
     return rows
 
 
+ROOFLINE_KEYS = ("shape", "dtype", "flops", "bytes", "intensity", "floor_ms", "bound", "baseline_median_ms", "candidate_median_ms")
+
+
+def roofline_record(rows: list[dict[str, Any]], ceilings: Ceilings) -> dict[str, Any]:
+    """What a verdict stores for the report's roofline chart: the ceilings and, per shape, work and times."""
+    return {
+        "device": ceilings.device_name,
+        "fingerprint": ceilings.fingerprint,
+        "memory_gbps": ceilings.memory_gbps,
+        "gflops": dict(ceilings.gflops),
+        "shapes": [{k: row[k] for k in ROOFLINE_KEYS if row.get(k) is not None} for row in rows],
+    }
+
+
 def _label(row: dict[str, Any]) -> str:
     return "shape " + "x".join(str(d) for d in row["shape"]) + f" ({row['dtype']})"
 
@@ -399,53 +413,67 @@ def _round(value: Any, digits: int = 4) -> Any:
     return value
 
 
-def build_profile(problem: Problem, timing: dict[str, Any] | None, device: str, ceilings: Ceilings | None, rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The compact profile of the baseline that the prompt renders (kernel_agent.prompts.profile_lines).
+def build_profile(
+    problem: Problem,
+    timing: dict[str, Any] | None,
+    device: str,
+    ceilings: Ceilings | None,
+    rows: list[dict[str, Any]] | None = None,
+    role: str = "baseline",
+    breakdown: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The compact profile of the baseline (or, role="candidate", of a candidate) that the prompt renders.
 
-    Top-level keys are the ones the prompt summarises: `baseline_median_ms`,
-    `baseline_p20_ms`, `baseline_p80_ms` (the timing's overall baseline summary),
+    Top-level keys are the ones the prompt summarises: `{role}_median_ms`,
+    `{role}_p20_ms`, `{role}_p80_ms` (the timing's overall summary for that side),
     `bound` ("memory", "compute" or "mixed" across shapes) and `fraction_of_floor`
     (geometric mean over shapes, like the speedup). Then one key per benchmark
     shape, "shape 1024x1024 (float32)", holding flops, bytes, intensity,
-    floor_ms, bound, baseline_median_ms, achieved_gbps, achieved_gflops and
-    fraction_of_floor; then `ceilings` and, when the baseline beats a floor, `warning`.
+    floor_ms, bound, median_ms, achieved_gbps, achieved_gflops and
+    fraction_of_floor; then `ceilings`, the operator breakdown when one is given
+    and, when the kernel beats a floor, `warning`.
     """
     rows = rows if rows is not None else shape_rows(problem, timing, ceilings)
     profile: dict[str, Any] = {}
-    baseline = timing.get("baseline") if isinstance(timing, dict) else None
-    if isinstance(baseline, dict) and _positive(baseline.get("median_ms")):
-        profile["baseline_median_ms"] = _round(baseline["median_ms"])
-        for key in ("p20_ms", "p80_ms"):
-            if _positive(baseline.get(key)):
-                profile[f"baseline_{key}"] = _round(baseline[key])
+    summary = timing.get(role) if isinstance(timing, dict) else None
+    if isinstance(summary, dict) and _positive(summary.get("median_ms")):
+        for key in ("median_ms", "p20_ms", "p80_ms"):
+            if _positive(summary.get(key)):
+                profile[f"{role}_{key}"] = _round(summary[key])
     bounds = {row["bound"] for row in rows if "bound" in row}
     if bounds:
         profile["bound"] = bounds.pop() if len(bounds) == 1 else "mixed"
-    fractions = [row["baseline_fraction_of_floor"] for row in rows if _positive(row.get("baseline_fraction_of_floor"))]
+    fractions = [row[f"{role}_fraction_of_floor"] for row in rows if _positive(row.get(f"{role}_fraction_of_floor"))]
     if fractions and len(fractions) == len(rows):
         profile["fraction_of_floor"] = _round(math.exp(statistics.fmean(math.log(f) for f in fractions)), 3)
     for row in rows:
         compact = {"flops": row["flops"], "bytes": row["bytes"], "intensity": _round(row["intensity"], 3)}
         if "floor_ms" in row:
             compact.update(floor_ms=_round(row["floor_ms"]), bound=row["bound"])
-        if "baseline_median_ms" in row:
+        if f"{role}_median_ms" in row:
             compact.update(
-                baseline_median_ms=_round(row["baseline_median_ms"]),
-                achieved_gbps=_round(row["baseline_gbps"]),
-                achieved_gflops=_round(row["baseline_gflops"]),
+                median_ms=_round(row[f"{role}_median_ms"]),
+                achieved_gbps=_round(row[f"{role}_gbps"]),
+                achieved_gflops=_round(row[f"{role}_gflops"]),
             )
-            if row.get("baseline_fraction_of_floor") is not None:
-                compact["fraction_of_floor"] = _round(row["baseline_fraction_of_floor"], 3)
+            if row.get(f"{role}_fraction_of_floor") is not None:
+                compact["fraction_of_floor"] = _round(row[f"{role}_fraction_of_floor"], 3)
         profile[_label(row)] = {k: v for k, v in compact.items() if v is not None}
-    if ceilings is not None:
+    if ceilings is not None and role == "baseline":  # shown once per prompt
         profile["ceilings"] = {
             "device": ceilings.device_name,
             "memory_gbps": _round(ceilings.memory_gbps),
             "gflops": {k: _round(v) for k, v in ceilings.gflops.items()},
         }
-    fast = [_label(row) for row in rows if row.get("baseline_faster_than_floor")]
+    from kernel_agent.op_profile import summary_line
+
+    operators = summary_line(breakdown)
+    if operators:
+        profile["top operators by self time"] = operators
+    fast = [_label(row) for row in rows if row.get(f"{role}_faster_than_floor")]
     if fast:
-        profile["warning"] = f"the baseline beats the roofline floor at {', '.join(fast)}: the declared flops/bytes or the ceilings are off"
+        who = "the baseline" if role == "baseline" else "this kernel"
+        profile["warning"] = f"{who} beats the roofline floor at {', '.join(fast)}: the declared flops/bytes or the ceilings are off"
     del device  # the ceilings carry their device; kept in the signature for callers that pick ceilings by device
     return profile
 
@@ -482,72 +510,25 @@ def profiler_breakdown(
 
     TRUSTED CODE ONLY: this imports and runs the kernel in this process, with no
     sandbox. Use it on the problem's own baseline (or a kernel the user vouches
-    for), never on LLM-proposed candidate code outside the sandbox.
+    for); candidates are profiled inside their sandbox (EvalOptions.profile_calls).
 
     Time spent outside torch operators (a ctypes C++ kernel, Python) is invisible to
     the operator table; it is reported as `outside_ops_ms_per_call`.
     """
-    from torch.profiler import ProfilerActivity, profile, record_function
-
     from kernel_agent.cases import CaseMaker, fresh_seed
+    from kernel_agent.op_profile import op_breakdown
 
-    cuda = device == "cuda"
-    if cuda and not torch.cuda.is_available():
+    if device == "cuda" and not torch.cuda.is_available():
         raise ProfileError("no CUDA device is visible here")
     fn = _load_trusted(problem, source_path_or_callable, device)
     maker = CaseMaker(problem, "cpu")
     inputs = [t.to(device) for t in maker.inputs(shape, dtype, "normal", fresh_seed())]
-
-    def sync() -> None:
-        if cuda:
-            torch.cuda.synchronize()
-
     with torch.no_grad():
         fn(*inputs)  # warm-up: library loads, JIT compiles, autotuning
-        sync()
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-        marker = "kernel_agent::call"
-        with profile(activities=activities) as prof:
-            began = time.perf_counter()
-            for _ in range(calls):
-                with record_function(marker):
-                    fn(*inputs)
-                    sync()
-            wall_s = time.perf_counter() - began
-    launch_names = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
-    events = list(prof.events())
-    top_level = sum(1 for e in events if e.cpu_parent is not None and e.cpu_parent.name == marker and e.name.startswith("aten::"))
-    launches = sum(1 for e in events if e.name in launch_names)
-    ops, outside_us = [], 0.0
-    for event in prof.key_averages():
-        self_cpu_us = float(event.self_cpu_time_total)
-        if event.key == marker:
-            outside_us += self_cpu_us
-            continue
-        if event.key in ("cudaDeviceSynchronize", "cudaStreamSynchronize") or event.key in launch_names:
-            continue  # our own syncs; launches are counted above
-        op = {"name": event.key, "count": int(event.count), "self_cpu_ms": self_cpu_us / 1e3}
-        if cuda:
-            self_dev_us = getattr(event, "self_device_time_total", None)
-            if self_dev_us is None:
-                self_dev_us = getattr(event, "self_cuda_time_total", 0.0)
-            op["self_cuda_ms"] = float(self_dev_us or 0.0) / 1e3
-        ops.append(op)
-    key = "self_cuda_ms" if cuda else "self_cpu_ms"
-    ops.sort(key=lambda op: op[key], reverse=True)
-    return {
-        "shape": list(shape),
-        "dtype": dtype,
-        "device": device,
-        "calls": calls,
-        "wall_ms_per_call": wall_s * 1e3 / calls,
-        "outside_ops_ms_per_call": outside_us / 1e3 / calls,  # e.g. a ctypes C++ kernel: invisible to the operator table
-        "torch_ops_per_call": top_level / calls,  # top-level aten operators under each call
-        "launches": launches if cuda else top_level,  # CUDA: kernel launch API calls; CPU: top-level aten operators
-        "launches_per_call": (launches if cuda else top_level) / calls,
-        "top_ops": [op for op in ops[:top] if op[key] > 0 or op["count"]],
-        "trusted_only": True,
-    }
+        if device == "cuda":
+            torch.cuda.synchronize()
+    result = op_breakdown(lambda: fn(*inputs), device, calls, top)
+    return {"shape": list(shape), "dtype": dtype, **result, "trusted_only": True}
 
 
 # --- Triton compile metadata -------------------------------------------------------------------------

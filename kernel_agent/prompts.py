@@ -85,6 +85,8 @@ def template_variables(context: ProposalContext) -> dict[str, Any]:
         "baseline_source": context.baseline_source,
         "parents": [parent_view(p, i) for i, p in enumerate(parents)] or [baseline_view(context.baseline_source)],
         "profile_lines": profile_lines(context.profile),
+        "best_profile_lines": profile_lines(context.best_profile, "best candidate") if parents else [],
+        "best_label": f"candidate #{parents[0].candidate_id}, {_speedup(parents[0].speedup)} over the baseline" if parents else "",
         "history": [attempt_view(a) for a in recent(context.history)],
         "history_total": len(context.history),
         "repair": bool(failures),
@@ -241,9 +243,9 @@ def _cap(text: str, limit: int) -> str:
 # --- profile ---------------------------------------------------------------
 
 _ALIASES: dict[str, tuple[str, ...]] = {
-    "median": ("baseline_ms", "baseline_median_ms", "median_ms"),
-    "p20": ("baseline_p20_ms", "p20_ms"),
-    "p80": ("baseline_p80_ms", "p80_ms"),
+    "median": ("baseline_ms", "baseline_median_ms", "candidate_median_ms", "median_ms"),
+    "p20": ("baseline_p20_ms", "candidate_p20_ms", "p20_ms"),
+    "p80": ("baseline_p80_ms", "candidate_p80_ms", "p80_ms"),
     "flops": ("flops",),
     "bytes": ("bytes", "bytes_moved"),
     "gbps": ("achieved_gbps", "gbps", "gb_per_s"),
@@ -255,13 +257,13 @@ _ALIASES: dict[str, tuple[str, ...]] = {
 PROFILE_LINE_LIMIT = 20
 
 
-def profile_lines(profile: dict[str, Any] | None) -> list[str]:
+def profile_lines(profile: dict[str, Any] | None, who: str = "baseline") -> list[str]:
     """Compact lines for whatever profile keys exist; unknown keys are shown generically."""
     if not isinstance(profile, dict) or not profile:
         return []
     found = {role: _first(profile, names) for role, names in _ALIASES.items()}
     used = {name for names in _ALIASES.values() for name in names if name in profile}
-    lines = [line for line in (_timing_line(found), _work_line(found), _rate_line(found), _bound_line(found)) if line]
+    lines = [line for line in (_timing_line(found, who), _work_line(found), _rate_line(found, who), _bound_line(found)) if line]
     for key, value in profile.items():
         if key not in used:
             lines.append(f"{key}: {_value(value)}")
@@ -272,7 +274,7 @@ def _first(profile: dict[str, Any], names: tuple[str, ...]) -> Any:
     return next((profile[n] for n in names if n in profile and profile[n] is not None), None)
 
 
-def _timing_line(found: dict[str, Any]) -> str:
+def _timing_line(found: dict[str, Any], who: str) -> str:
     median, p20, p80 = found["median"], found["p20"], found["p80"]
     if isinstance(median, dict):  # a timing summary: {"median_ms", "p20_ms", "p80_ms"} or {"median", ...}
         p20 = p20 if p20 is not None else median.get("p20_ms", median.get("p20"))
@@ -281,7 +283,7 @@ def _timing_line(found: dict[str, Any]) -> str:
     if not _is_number(median):
         return ""
     spread = f" (p20 {_num(p20)}, p80 {_num(p80)})" if _is_number(p20) and _is_number(p80) else ""
-    return f"baseline time: median {_num(median)} ms{spread}"
+    return f"{who} time: median {_num(median)} ms{spread}"
 
 
 def _work_line(found: dict[str, Any]) -> str:
@@ -293,13 +295,13 @@ def _work_line(found: dict[str, Any]) -> str:
     return "work per call: " + ", ".join(parts) if parts else ""
 
 
-def _rate_line(found: dict[str, Any]) -> str:
+def _rate_line(found: dict[str, Any], who: str) -> str:
     parts = []
     if _is_number(found["gbps"]):
         parts.append(f"{_num(found['gbps'])} GB/s")
     if _is_number(found["gflops"]):
         parts.append(f"{_num(found['gflops'])} GFLOP/s")
-    return "baseline achieves: " + ", ".join(parts) if parts else ""
+    return f"{who} achieves: " + ", ".join(parts) if parts else ""
 
 
 def _bound_line(found: dict[str, Any]) -> str:

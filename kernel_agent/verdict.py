@@ -30,6 +30,8 @@ class Verdict:
     environment: dict[str, Any] = field(default_factory=dict)
     durations: dict[str, float] = field(default_factory=dict)
     candidate_output: str = ""
+    profile: dict[str, Any] | None = None  # torch.profiler breakdown the candidate's process reported (advice, sanitized)
+    roofline: dict[str, Any] | None = None  # work counts, ceilings and floors per benchmark shape (set by the optimize loop)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -94,6 +96,8 @@ _FIELD_CHECKS: dict[str, Any] = {
     "environment": lambda v: isinstance(v, dict),
     "durations": lambda v: isinstance(v, dict) and all(_number(d) for d in v.values()),
     "candidate_output": lambda v: isinstance(v, str),
+    "profile": lambda v: v is None or isinstance(v, dict),
+    "roofline": lambda v: v is None or isinstance(v, dict),
 }
 
 

@@ -69,8 +69,23 @@ def test_profile_section_reaches_the_server(llm_run: dict) -> None:
     first_prompt = "\n".join(m["content"] for m in llm_run["requests"][0]["messages"])
     assert "baseline time: median" in first_prompt
     assert "floor" in first_prompt and "fraction of floor" in first_prompt
+    assert "top operators by self time: aten::" in first_prompt  # the baseline's breakdown, profiled in its sandbox
+    assert "Profile of the current best" not in first_prompt  # nothing has beaten the baseline yet
     db = llm_run["tmp"] / "runs.db"
     assert rows(db, "select count(*) from device_ceilings") == [(1,)]  # measured once, stored by device fingerprint
+
+
+def test_the_current_best_is_profiled_in_the_next_prompt(llm_run: dict) -> None:
+    db = llm_run["tmp"] / "runs.db"
+    (best,) = rows(db, "select min(c.id) from candidates c join evaluations e on e.candidate_id = c.id where e.status = 'faster' and c.round = 1")[0]
+    second_prompt = "\n".join(m["content"] for m in llm_run["requests"][-1]["messages"])
+    section = second_prompt.split(f"## Profile of the current best (candidate #{best}, ", 1)[1].split("\n## ", 1)[0]
+    assert "best candidate time: median" in section and "fraction of the roofline floor" in section
+    assert "top operators by self time:" in section
+    verdict = json.loads(rows(db, f"select verdict from evaluations where candidate_id = {best}")[0][0])
+    assert verdict["profile"]["reported_by"] == "the candidate's sandboxed process" and verdict["profile"]["top_ops"]
+    shapes = verdict["roofline"]["shapes"]
+    assert shapes and shapes[0]["floor_ms"] > 0 and shapes[0]["candidate_median_ms"] > 0 and verdict["roofline"]["memory_gbps"] > 0
 
 
 def test_compile_error_text_reaches_the_next_prompt(llm_run: dict) -> None:

@@ -78,6 +78,7 @@ class ProposalContext:
     samples: int  # how many candidates to propose this round
     device: str
     cache_lookup: Callable[[str], LLMCall | None] = lambda key: None  # response cache by prompt hash
+    best_profile: dict[str, Any] | None = None  # the same profile for parents[0], the current best (role "candidate")
 
 
 class Provider(Protocol):

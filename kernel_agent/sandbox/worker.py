@@ -293,8 +293,17 @@ class Worker:
         self.kept_outputs = []
         return {"ok": True, "files": files}
 
+    def profile(self, message: dict[str, Any]) -> dict[str, Any]:
+        """torch.profiler over a few calls, after the timing is over: advice, never part of a verdict."""
+        from kernel_agent.op_profile import op_breakdown
+
+        inputs, _ = self._load_inputs(message["inputs"])
+        self.run_call(inputs)
+        breakdown = op_breakdown(lambda: self.run_call(inputs), self.device, int(message.get("calls", 3)))
+        return {"ok": True, "breakdown": breakdown}
+
     def serve(self) -> None:
-        handlers = {"check": self.check, "warmup": self.warmup, "stage": self.stage, "time": self.time_block, "audit": self.audit}
+        handlers = {"check": self.check, "warmup": self.warmup, "stage": self.stage, "time": self.time_block, "audit": self.audit, "profile": self.profile}
         while True:
             try:
                 message = self.reader.receive()
