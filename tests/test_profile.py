@@ -298,3 +298,19 @@ def test_profile_cli_json_on_cpp_softmax() -> None:
     assert data["timing"]["role"] == "baseline" and data["timing"]["status"] in ("correct", "faster", "flagged")
     assert data["profile"]["fraction_of_floor"] > 0
     assert data["breakdown"]["outside_ops_ms_per_call"] > 0  # the ctypes kernel
+
+
+@pytest.mark.slow
+def test_profile_cli_candidate_breakdown_comes_from_its_sandbox() -> None:
+    from conftest import CANDIDATES, SOFTMAX
+
+    result = CliRunner().invoke(cli_app(), ["profile", str(SOFTMAX), "--candidate", str(CANDIDATES / "faster.py"), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads([line for line in result.stdout.splitlines() if line.strip()][-1])
+    assert data["timing"]["role"] == "candidate" and data["timing"]["speedup"] > 1
+    breakdown = data["breakdown"]
+    assert breakdown["role"] == "candidate" and breakdown["reported_by"] == "the candidate's sandboxed process"
+    assert "aten::_softmax" in [op["name"] for op in breakdown["top_ops"]]  # the candidate's own operators, not the baseline's
+    assert "aten::exp" not in [op["name"] for op in breakdown["top_ops"]]
+    assert "aten::_softmax" in data["profile"]["top operators by self time"]
+    assert data["profile"]["candidate_median_ms"] > 0 and data["profile"]["fraction_of_floor"] > 0

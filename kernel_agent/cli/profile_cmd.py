@@ -2,7 +2,7 @@
 
 Ceilings (measured now), work counts and roofline floors per benchmark shape, the
 baseline's (or a candidate's) verified timing as a fraction of the floor, and a
-torch.profiler breakdown of the trusted baseline.
+torch.profiler breakdown (the candidate's from inside its sandbox).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def profile_command(
     verdict = None
     with tempfile.TemporaryDirectory(prefix="kernel-agent-profile-") as sandbox:
         try:
-            verdict = evaluate(loaded, source, EvalOptions(device=device, sandbox_root=Path(sandbox)))
+            verdict = evaluate(loaded, source, EvalOptions(device=device, sandbox_root=Path(sandbox), profile="always"))
         except RuntimeError as exc:  # e.g. no isolation available
             stderr.print(f"[yellow]warning:[/] no timing: {exc}", highlight=False)
     timing = verdict.timing if verdict is not None else None
@@ -75,11 +75,15 @@ def profile_command(
         fail(str(exc))
     if role == "baseline":  # A/A: the "candidate" side is the baseline again; keep one set of numbers
         rows = [{k: v for k, v in row.items() if not k.startswith("candidate_")} for row in rows]
-    profile = build_profile(loaded, timing, where, measured, rows=rows)
-    try:  # trusted code only: the problem's own baseline, in this process
-        breakdown: dict[str, Any] = profiler_breakdown(loaded, loaded.baseline_path, loaded.shapes[0], loaded.dtypes[0], where)
-    except Exception as exc:  # noqa: BLE001 - e.g. a Triton baseline on a machine without a GPU
-        breakdown = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
+    breakdown: dict[str, Any] = {"error": "the candidate was not timed, so it was not profiled"}
+    if verdict is not None and verdict.profile:
+        breakdown = {"role": role, **verdict.profile}  # profiled inside its sandbox after the timing
+    elif role == "baseline":
+        try:  # trusted code only: the problem's own baseline, in this process
+            breakdown = {"role": role, **profiler_breakdown(loaded, loaded.baseline_path, loaded.shapes[0], loaded.dtypes[0], where)}
+        except Exception as exc:  # noqa: BLE001 - e.g. a Triton baseline on a machine without a GPU
+            breakdown = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
+    profile = build_profile(loaded, timing, where, measured, rows=rows, role=role, breakdown=breakdown if "error" not in breakdown else None)
 
     summary = None
     if verdict is not None:
@@ -157,9 +161,10 @@ def render(name: str, device: str, ceilings, rows: list[dict[str, Any]], summary
         table.add_row(label, *(cell(row) for row in rows))
     stdout.print(table)
     if "error" in breakdown:
-        stdout.print(f"baseline profiler breakdown unavailable: {breakdown['error']}", highlight=False)
+        stdout.print(f"profiler breakdown unavailable: {breakdown['error']}", highlight=False)
         return
-    ops = Table(title=f"baseline profile at {'x'.join(str(d) for d in breakdown['shape'])} ({breakdown['calls']} calls, trusted code in-process)")
+    where = "trusted code in-process" if breakdown.get("trusted_only") else "reported by its sandboxed process"
+    ops = Table(title=f"{breakdown['role']} profile at {'x'.join(str(d) for d in breakdown['shape'])} ({breakdown['calls']} calls, {where})")
     cuda = breakdown["device"] == "cuda"
     for column in ("operator", "count", "self CPU ms") + (("self CUDA ms",) if cuda else ()):
         ops.add_column(column)
