@@ -45,6 +45,9 @@ def test_report_is_self_contained(report: Path) -> None:
     for needle in ("softmax64", "Lineage of the best candidate", "Failures by status", "Provenance", "carol", "approve", "<svg", "95% interval", "scripted"):
         assert needle in html, needle
     assert "return torch.softmax(x, dim=-1)" in re.sub(r"<[^>]+>", "", html).replace("&#39;", "'")
+    roofline = html.split('<div class="chart roofline">', 1)[1].split("</div>", 1)[0]
+    assert "<svg" in roofline and "softmax64 256x2048: baseline" in roofline and "softmax64 256x2048: best" in roofline
+    assert "Roofline on " in html and "GB/s" in roofline
 
 
 class DevTools:

@@ -7,6 +7,7 @@ makes no request at all, so the browser test can demand zero network traffic.
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 
 import matplotlib
 
@@ -89,4 +90,90 @@ def run_chart(kernels: list[KernelRecord]) -> str:
     axes.set_xlabel("best speedup vs baseline (x)")
     axes.set_xlim(0, max(ends) * 1.35)
     axes.grid(axis="x", alpha=0.3)
+    return _svg(figure)
+
+
+@dataclass
+class RooflinePoint:
+    kernel: str
+    shape: str
+    dtype: str
+    intensity: float  # FLOP per byte of minimum traffic
+    baseline_gflops: float
+    best_gflops: float | None  # None: nothing beat the baseline
+
+
+@dataclass
+class Roofline:
+    """One device's ceilings and every kernel's baseline and winner on it."""
+
+    device: str
+    memory_gbps: float
+    gflops: dict[str, float]  # dtype -> measured matmul GFLOP/s
+    points: list[RooflinePoint]
+
+    def roof(self, dtype: str) -> tuple[float, str]:
+        """The compute roof for a dtype (an unmeasured dtype gets the fastest measured rate: optimistic)."""
+        if self.gflops.get(dtype, 0) > 0:
+            return self.gflops[dtype], dtype
+        best = max(self.gflops, key=lambda d: self.gflops[d])
+        return self.gflops[best], best
+
+
+def roofline_data(kernels: list[KernelRecord]) -> list[Roofline]:
+    """Per device fingerprint: ceilings from the stored verdicts, and each shape's achieved GFLOP/s.
+
+    The winner's point and its baseline point come from the same A/B run (the best
+    candidate's verdict), so the arrow between them is a side-by-side measurement.
+    Shapes with no FLOPs (pure data movement) have no place on a FLOP/s axis.
+    """
+    found: dict[str, Roofline] = {}
+    for kernel in kernels:
+        best = next((c for c in kernel.candidates if c.id == kernel.best_candidate_id), None)
+        baseline = next((c for c in kernel.candidates if c.origin == "baseline"), None)
+        source = best if best is not None and best.verdict.get("roofline") else baseline
+        record = source.verdict.get("roofline") if source is not None else None
+        if not isinstance(record, dict) or not record.get("gflops"):
+            continue
+        line = found.setdefault(record.get("fingerprint", record["device"]), Roofline(record["device"], record["memory_gbps"], dict(record["gflops"]), []))
+        for shape in record.get("shapes", []):
+            flops, base_ms = shape.get("flops") or 0, shape.get("baseline_median_ms")
+            if flops <= 0 or not base_ms or not shape.get("intensity"):
+                continue
+            best_ms = shape.get("candidate_median_ms") if source is best else None
+            line.points.append(RooflinePoint(
+                kernel.name, "x".join(str(d) for d in shape["shape"]), str(shape.get("dtype", "")), shape["intensity"], flops / base_ms / 1e6,
+                flops / best_ms / 1e6 if best_ms else None,
+            ))
+    return [line for line in found.values() if line.points]
+
+
+def roofline_chart(line: Roofline) -> str:
+    """Log-log roofline: the bandwidth slope and the matmul roof, baselines hollow, winners filled."""
+    figure = Figure(figsize=(6.4, 4.0), dpi=100)
+    axes = figure.add_subplot()
+    xs = [p.intensity for p in line.points]
+    roofs = sorted({line.roof(p.dtype) for p in line.points}, reverse=True)
+    ridges = [peak / line.memory_gbps for peak, _ in roofs]
+    lo, hi = min(xs + ridges) / 4, max(xs + ridges) * 4
+    grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    for (peak, dtype), style in zip(roofs, ("-", "--", ":", "-.")):
+        axes.plot(grid, [min(peak, line.memory_gbps * x) for x in grid], color="#24292f", linewidth=1.5, linestyle=style,
+                  label=f"roof: {line.memory_gbps:.3g} GB/s, {peak:.4g} GFLOP/s ({dtype} matmul)")
+    colors = [matplotlib.colormaps["tab10"](i % 10) for i in range(len(line.points))]
+    for point, color in zip(line.points, colors):
+        label = f"{point.kernel} {point.shape}"
+        axes.scatter([point.intensity], [point.baseline_gflops], facecolors="none", edgecolors=[color], s=40, label=f"{label}: baseline")
+        if point.best_gflops is not None:
+            axes.scatter([point.intensity], [point.best_gflops], color=[color], s=40, marker="D", label=f"{label}: best")
+            axes.annotate("", xy=(point.intensity, point.best_gflops), xytext=(point.intensity, point.baseline_gflops),
+                          arrowprops={"arrowstyle": "->", "color": color, "alpha": 0.7})
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlim(lo, hi)
+    axes.set_xlabel("arithmetic intensity (FLOP per byte of minimum traffic)")
+    axes.set_ylabel("achieved GFLOP/s")
+    axes.set_title(f"roofline on {line.device} (ceilings measured by kernel-agent)", fontsize=10)
+    axes.grid(alpha=0.3, which="both")
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return _svg(figure)

@@ -8,7 +8,7 @@ from typing import Any
 from kernel_agent.db.queries import run_detail
 from kernel_agent.db.review_queries import CandidateRecord, KernelRecord, lineage, run_kernels
 from kernel_agent.db.session import Database
-from kernel_agent.report.charts import kernel_chart, run_chart
+from kernel_agent.report.charts import kernel_chart, roofline_chart, roofline_data, run_chart
 from kernel_agent.report.diffs import side_by_side
 
 PASSING = ("faster", "correct", "flagged")
@@ -48,6 +48,7 @@ class ReportData:
     failures: dict[str, list[Failure]]
     provenance: list[dict[str, Any]]
     reviews: list[CandidateRecord] = field(default_factory=list)
+    rooflines: list[tuple[str, str]] = field(default_factory=list)  # (device, inline SVG)
 
 
 def _diffs(chain: list[CandidateRecord]) -> list[DiffView]:
@@ -105,4 +106,5 @@ def gather(db: Database, run_id: int) -> ReportData:
     return ReportData(
         run=detail, run_chart_svg=run_chart(kernels), kernels=[_kernel_view(k) for k in kernels],
         failures=dict(sorted(failures.items(), key=lambda item: -len(item[1]))), provenance=_provenance(kernels), reviews=reviews,
+        rooflines=[(line.device, roofline_chart(line)) for line in roofline_data(kernels)],
     )
