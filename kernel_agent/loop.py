@@ -27,6 +27,7 @@ from kernel_agent.evaluate import EvalOptions, run_device
 from kernel_agent.executors import Executor, LocalExecutor
 from kernel_agent.problem import Problem
 from kernel_agent.providers.base import Attempt, Proposal, ProposalContext, Provider
+from kernel_agent.timing import typical_ms
 from kernel_agent.verdict import Verdict
 
 TERMINAL = ("improved", "no_gain", "needs_gpu", "baseline_failed", "provider_failed")
@@ -106,7 +107,6 @@ class KernelLoop:
         self.device = run_device(self.problem, self.options.eval.device)
         self.budget = Budget(self.options.budget, "kernel", parent=self.shared.budget)
         self.attempts: dict[int, Attempt] = {}  # candidate id -> evaluated attempt (or unparseable reply)
-        self.medians: dict[int, float | None] = {}
         self.accepted_verdicts: dict[int, Verdict] = {}
         self.best_profiles: dict[int, dict[str, Any]] = {}
         self.baseline_id: int | None = None
@@ -143,7 +143,6 @@ class KernelLoop:
 
     def _remember(self, candidate_id: int, source: str, note: str, round_index: int, verdict: Verdict, count: bool = True) -> None:
         self.attempts[candidate_id] = Attempt(candidate_id, source, verdict.status, verdict.reason, verdict.speedup, note, round_index)
-        self.medians[candidate_id] = (verdict.timing or {}).get("candidate", {}).get("median_ms")
         if verdict.status == "faster":
             self.accepted_verdicts[candidate_id] = verdict  # its profile goes into the prompt while it is the best
         if count:
@@ -292,7 +291,7 @@ class KernelLoop:
             return self._finish("baseline_failed", f"the baseline does not verify: {baseline.status}: {baseline.reason}")
         if baseline.interpreted:
             return self._finish("needs_gpu", "verified under the Triton interpreter; timing (and so optimization) needs a GPU")
-        result.baseline_ms = (baseline.timing or {}).get("baseline", {}).get("median_ms")
+        result.baseline_ms = typical_ms(baseline.timing, "baseline")
         store.update_run_kernel(self.db, self.run_kernel_id, baseline_ms=result.baseline_ms)
         profile = self._profile(baseline)
         if self.unevaluated and not self._evaluate_all(self.unevaluated):
@@ -340,16 +339,18 @@ class KernelLoop:
         result = self.result
         result.status, result.reason = status, reason
         if self.baseline_verdict is not None and self.baseline_verdict.timing:
-            result.baseline_ms = self.baseline_verdict.timing.get("baseline", {}).get("median_ms")
+            result.baseline_ms = typical_ms(self.baseline_verdict.timing, "baseline")
         parents = self.parents
         if parents:
             best = parents[0]
             result.speedup, result.best_candidate = best.speedup, best.candidate_id
-            result.best_ms = self.medians.get(best.candidate_id) if best.candidate_id is not None else None
+            verdict = self.accepted_verdicts.get(best.candidate_id) if best.candidate_id is not None else None
+            if verdict is not None and verdict.timing:  # both times from the best's own A/B run: their ratio is its speedup
+                result.baseline_ms, result.best_ms = typical_ms(verdict.timing, "baseline"), typical_ms(verdict.timing, "candidate")
         return result
 
     def _finish(self, status: str, reason: str) -> KernelResult:
         result = self._summary(status, reason)
-        store.update_run_kernel(self.db, self.run_kernel_id, status=status, reason=reason, best_ms=result.best_ms)
+        store.update_run_kernel(self.db, self.run_kernel_id, status=status, reason=reason, baseline_ms=result.baseline_ms, best_ms=result.best_ms)
         self.progress("done", {"kernel": result.name, "status": status, "speedup": result.speedup})
         return result

@@ -89,6 +89,17 @@ def speedup_interval(
     return estimate
 
 
+def typical_ms(timing: dict | None, role: str) -> float | None:
+    """One time per side that agrees with the speedup: the geometric mean over benchmark shapes of
+    the per-shape medians (their ratio between the two sides of one A/B run is exactly the speedup).
+    A pooled median over shapes of different sizes would not be."""
+    per_shape = (timing or {}).get("per_shape") or []
+    values = [entry.get(f"{role}_median_ms") for entry in per_shape if isinstance(entry, dict)]
+    if not values or not all(isinstance(v, (int, float)) and v > 0 for v in values):
+        return None
+    return float(math.exp(sum(math.log(v) for v in values) / len(values)))
+
+
 def widen(point: float, low: float, high: float, systematic: float) -> tuple[float, float]:
     """Combine a statistical interval with a relative systematic uncertainty (log space, quadrature)."""
     term = math.log1p(systematic)

@@ -48,6 +48,7 @@ def test_good_rewrite_is_accepted_with_its_speedup(llm_run: dict) -> None:
     kernel = llm_run["result"]["kernels"][0]
     assert kernel["name"] == "softmax64" and kernel["status"] == "improved"
     assert kernel["speedup"] > 1.02 and kernel["best_ms"] < kernel["baseline_ms"]
+    assert kernel["baseline_ms"] / kernel["best_ms"] == pytest.approx(kernel["speedup"], rel=1e-6)  # one A/B run, one story
     db = llm_run["tmp"] / "runs.db"
     (status,) = rows(db, f"select status from evaluations where candidate_id = {kernel['best_candidate']}")[0]
     assert status in ("faster", "flagged") or status == "faster"

@@ -13,6 +13,9 @@ stdout = Console()
 
 EXIT_OK, EXIT_VERDICT, EXIT_USAGE = 0, 1, 2
 
+# What the "ms" columns of run tables mean (the same numbers the speedup is made of).
+MS_CAPTION = "ms: geometric mean over benchmark shapes of per-shape medians; with a best candidate, both from its own A/B run (their ratio is the speedup)"
+
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """Print one line naming the problem (and the fix) and exit."""

@@ -15,7 +15,7 @@ from pathlib import Path
 import typer
 
 from kernel_agent.cli import options as opt
-from kernel_agent.cli.common import fail, stderr, stdout
+from kernel_agent.cli.common import MS_CAPTION, fail, stderr, stdout
 
 PROVIDER_KEYS = ("base_url", "model", "temperature", "max_tokens", "request_timeout", "max_retries", "prompts_dir", "prices_file", "api_key_file", "replay_run")
 
@@ -253,7 +253,7 @@ def render_summary(run_id: int, results: list) -> None:
     """The final table on stdout; reasons follow it, one line per kernel that did not improve."""
     from rich.table import Table
 
-    table = Table(title=f"run {run_id}")
+    table = Table(title=f"run {run_id}", caption=MS_CAPTION)
     for column in ("kernel", "baseline ms", "best ms", "speedup", "best candidate", "status"):
         table.add_column(column, justify="right" if column not in ("kernel", "status") else "left", no_wrap=column == "kernel")
     for r in results:

@@ -8,7 +8,7 @@ import sys
 import typer
 
 from kernel_agent.cli import options as opt
-from kernel_agent.cli.common import fail, stdout
+from kernel_agent.cli.common import MS_CAPTION, fail, stdout
 from kernel_agent.cli.run_arg import RUN, resolve_run_or_fail
 
 app = typer.Typer(help="List runs and show one run's kernels and results.", no_args_is_help=True)
@@ -50,7 +50,7 @@ def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON)
     llm = detail["llm"]
     stdout.print(f"run {detail['run_id']}  {detail['status']}  provider {detail['provider']}  started {detail['started']}  "
                  f"LLM calls {llm['calls']} ({llm['prompt_tokens']}+{llm['completion_tokens']} tokens, ${llm['cost_usd']:.4f})", highlight=False)
-    table = Table()
+    table = Table(caption=MS_CAPTION)
     for column in ("kernel", "status", "rounds", "baseline ms", "best ms", "speedup", "best candidate", "candidates by status"):
         table.add_column(column)
     for k in detail["kernels"]:

@@ -26,6 +26,7 @@ from kernel_agent.db.models import Candidate, Evaluation, LLMCallRow, ProblemRow
 from kernel_agent.db.session import Database
 from kernel_agent.problem import Problem
 from kernel_agent.providers.base import LLMCall
+from kernel_agent.timing import typical_ms
 from kernel_agent.verdict import Verdict
 
 
@@ -171,7 +172,7 @@ def add_evaluation(db: Database, candidate_id: int, verdict: Verdict, duration_s
             candidate_id=candidate_id, status=verdict.status, reason=verdict.reason, correct=verdict.correct,
             speedup=verdict.speedup, ci_low=verdict.speedup_ci[0] if verdict.speedup_ci else None,
             ci_high=verdict.speedup_ci[1] if verdict.speedup_ci else None,
-            baseline_ms=timing.get("baseline", {}).get("median_ms"), candidate_ms=timing.get("candidate", {}).get("median_ms"),
+            baseline_ms=typical_ms(timing, "baseline"), candidate_ms=typical_ms(timing, "candidate"),
             device=verdict.device, device_name=verdict.environment.get("device_name", ""), isolation=verdict.isolation,
             backend=verdict.backend, interpreted=verdict.interpreted, flags=list(verdict.flags), verdict=verdict.to_dict(),
             environment=dict(verdict.environment), duration_s=duration_s,
