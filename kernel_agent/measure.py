@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import secrets
 import shutil
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -53,12 +56,33 @@ def measure_speedup(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, 
     configs = [(shape, dtype) for dtype in problem.dtypes for shape in problem.shapes]
     # This process stays single-threaded while blocks are timed: idle OpenMP threads spin after
     # each parallel region and would steal cores from whichever side is timed next.
-    threads = torch.get_num_threads()
+    with _single_threaded():
+        return _measure(ev, maker, candidate, baseline, configs)
+
+
+_THREADS_LOCK = threading.Lock()
+_THREADS_STATE = {"holders": 0, "saved": 0}
+
+
+@contextmanager
+def _single_threaded() -> Iterator[None]:
+    """Run this thread single-threaded, then restore the count the first overlapping timing saw.
+
+    torch's thread count is part per-thread (OpenMP) and part process-wide (new threads start from
+    it); a plain save/restore in two overlapping timings (different devices) would let the second
+    save the first's 1 and leave it behind for every thread started later."""
+    with _THREADS_LOCK:
+        if _THREADS_STATE["holders"] == 0:
+            _THREADS_STATE["saved"] = torch.get_num_threads()
+        _THREADS_STATE["holders"] += 1
+        saved = _THREADS_STATE["saved"]
     torch.set_num_threads(1)
     try:
-        return _measure(ev, maker, candidate, baseline, configs)
+        yield
     finally:
-        torch.set_num_threads(threads)
+        with _THREADS_LOCK:
+            _THREADS_STATE["holders"] -= 1
+        torch.set_num_threads(saved)
 
 
 def _measure(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, baseline: WorkerSession, configs: list) -> tuple[dict[str, Any], list[str]]:
