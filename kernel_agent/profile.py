@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime
 import math
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from typing import Any
 
 import torch
 
+from kernel_agent.op_profile import triton_compile_metadata  # noqa: F401 - re-exported: it belongs with the profile API
 from kernel_agent.problem import Problem, Shape, as_outputs, import_file, seeded_generator, torch_dtype
 
 FLOPS_SOURCES = ("declared", "flop_counter", "none")
@@ -465,11 +465,14 @@ def build_profile(
             "memory_gbps": _round(ceilings.memory_gbps),
             "gflops": {k: _round(v) for k, v in ceilings.gflops.items()},
         }
-    from kernel_agent.op_profile import summary_line
+    from kernel_agent.op_profile import compiled_line, summary_line
 
     operators = summary_line(breakdown)
     if operators:
         profile["top operators by self time"] = operators
+    compiled = compiled_line(breakdown)
+    if compiled:
+        profile["compiled Triton kernels"] = compiled
     fast = [_label(row) for row in rows if row.get(f"{role}_faster_than_floor")]
     if fast:
         who = "the baseline" if role == "baseline" else "this kernel"
@@ -529,35 +532,3 @@ def profiler_breakdown(
             torch.cuda.synchronize()
     result = op_breakdown(lambda: fn(*inputs), device, calls, top)
     return {"shape": list(shape), "dtype": dtype, **result, "trusted_only": True}
-
-
-# --- Triton compile metadata -------------------------------------------------------------------------
-
-
-def triton_compile_metadata(compiled_kernel: Any) -> dict[str, Any]:
-    """Registers, spills, shared memory, warps and stages of a Triton CompiledKernel (what `kernel[grid](...)` returns).
-
-    Best effort and GPU only: `n_regs`/`n_spills` exist once the binary is loaded
-    (Triton 3.x loads it lazily, so this triggers `_init_handles()`); returns {}
-    when nothing is available (no GPU, interpreter mode, not a CompiledKernel).
-    """
-    if compiled_kernel is None or not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
-        return {}
-    result: dict[str, Any] = {}
-    try:
-        if getattr(compiled_kernel, "module", "absent") is None and hasattr(compiled_kernel, "_init_handles"):
-            compiled_kernel._init_handles()
-    except Exception:  # noqa: BLE001 - best effort: an unloadable binary just has no register counts
-        pass
-    for key in ("n_regs", "n_spills", "n_max_threads"):
-        value = getattr(compiled_kernel, key, None)
-        if isinstance(value, int):
-            result[key] = value
-    metadata = getattr(compiled_kernel, "metadata", None)
-    for key, name in (("shared", "shared_bytes"), ("num_warps", "num_warps"), ("num_stages", "num_stages"), ("num_ctas", "num_ctas"), ("name", "name")):
-        value = metadata.get(key) if isinstance(metadata, dict) else getattr(metadata, key, None)
-        if value is not None:
-            result[name] = value
-    if "name" not in result and isinstance(getattr(compiled_kernel, "name", None), str):
-        result["name"] = compiled_kernel.name
-    return result

@@ -143,6 +143,7 @@ class Worker:
             if isinstance(exc, SystemExit):
                 raise CallError("crashed", f"candidate called exit({exc.code}) while loading") from None
             raise CallError("compile_error", f"import failed: {_one_line(exc)}{_where(exc, source_path)}") from None
+        self.module = module
         entry = config["entry"]
         target = getattr(module, entry, None)
         if target is None:
@@ -300,6 +301,10 @@ class Worker:
         inputs, _ = self._load_inputs(message["inputs"])
         self.run_call(inputs)
         breakdown = op_breakdown(lambda: self.run_call(inputs), self.device, int(message.get("calls", 3)))
+        if self.device == "cuda":
+            from kernel_agent.op_profile import triton_kernels_metadata
+
+            breakdown["triton"] = triton_kernels_metadata(vars(self.module))
         return {"ok": True, "breakdown": breakdown}
 
     def serve(self) -> None:
