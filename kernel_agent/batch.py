@@ -62,6 +62,7 @@ class RunPlan:
     samples: int = 4
     beam: int = 2
     patience: int = 2
+    roofline_stop: float = 0.9
     device: str = "auto"
     timeout: float = 180.0
     min_gain: float = 0.02
@@ -95,7 +96,7 @@ class RunPlan:
             eval_options = replace(eval_options, backend=spec.backend)
         return LoopOptions(
             rounds=spec.rounds or self.rounds, samples=spec.samples or self.samples, beam=spec.beam or self.beam,
-            patience=spec.patience or self.patience, eval=eval_options,
+            patience=spec.patience or self.patience, roofline_stop=self.roofline_stop, eval=eval_options,
             budget=BudgetLimits(spec.max_candidates, spec.max_tokens, spec.max_cost, spec.time_limit),
         )
 

@@ -39,6 +39,7 @@ class LoopOptions:
     samples: int = 4
     beam: int = 2
     patience: int = 2
+    roofline_stop: float = 0.9  # stop a kernel once its best reaches this fraction of the roofline floor (0: never)
     eval: EvalOptions = field(default_factory=EvalOptions)
     budget: BudgetLimits = field(default_factory=BudgetLimits)  # per kernel
 
@@ -328,7 +329,18 @@ class KernelLoop:
             stale_rounds = 0 if (best_now or 0) > (best_before or 0) else stale_rounds + 1
             if stale_rounds >= self.options.patience:
                 break
+            near = self._near_roofline()
+            if near:
+                return self._finish("improved", near)
         return self._finish("improved", "") if self.parents else self._finish("no_gain", "no candidate was verifiably faster than the baseline")
+
+    def _near_roofline(self) -> str:
+        """A reason to stop when the best already runs close to the machine's floor (little left to find)."""
+        profile = self._best_profile() if self.options.roofline_stop > 0 else None
+        fraction = (profile or {}).get("fraction_of_floor")
+        if isinstance(fraction, (int, float)) and fraction >= self.options.roofline_stop:
+            return f"stopped early: the best runs at {fraction:.2f} of the roofline floor (--roofline-stop {self.options.roofline_stop:g})"
+        return ""
 
     def _stopped(self) -> KernelResult:
         if self.shared.stop.is_set():

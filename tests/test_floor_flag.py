@@ -11,6 +11,7 @@ from kernel_agent.db.store import create_run
 from kernel_agent.loop import KernelLoop, LoopOptions, Shared
 from kernel_agent.problem import load_problem
 from kernel_agent.profile import Ceilings
+from kernel_agent.providers.base import Attempt
 from kernel_agent.providers.search import SearchProvider
 from kernel_agent.verdict import Verdict
 
@@ -36,3 +37,18 @@ def test_faster_than_the_floor_is_flagged(tmp_path: Path) -> None:
 def test_a_plausible_time_stays_faster(tmp_path: Path) -> None:
     checked = loop(tmp_path, gbps=1000.0)._check_floor(verdict(1.0))
     assert checked.status == "faster" and not checked.flags
+
+
+def test_a_best_near_the_roofline_stops_the_kernel(tmp_path: Path) -> None:
+    # 4 MiB at 4.2 GB/s: a floor of about 1.0 ms; a best at 1.05 ms is at 0.95 of it.
+    near = loop(tmp_path, gbps=4.2)
+    near.accepted_verdicts[7] = verdict(1.05)
+    near.attempts[7] = Attempt(7, "src", "faster", "", 2.0 / 1.05, "", 1)
+    assert "stopped early: the best runs at 0.95 of the roofline floor" in near._near_roofline()
+    near.options.roofline_stop = 0  # disabled
+    assert near._near_roofline() == ""
+    (tmp_path / "far").mkdir()
+    far = loop(tmp_path / "far", gbps=1000.0)
+    far.accepted_verdicts[7] = verdict(1.05)
+    far.attempts[7] = Attempt(7, "src", "faster", "", 2.0 / 1.05, "", 1)
+    assert far._near_roofline() == ""

@@ -29,6 +29,7 @@ def optimize_command(
     samples: int = typer.Option(4, min=1, help="Candidates per round."),
     beam: int = typer.Option(2, min=1, help="Best accepted variants kept as parents."),
     patience: int = typer.Option(2, min=1, help="Stop a kernel after this many rounds without a better variant."),
+    roofline_stop: float = typer.Option(0.9, min=0, help="Stop a kernel once its best reaches this fraction of the roofline floor (0: never)."),
     workers: int = typer.Option(None, min=1, help="Parallel evaluations (default: one per GPU; 2 on a CPU). Timed runs never overlap on a device."),
     executor: str = typer.Option(None, "--executor", help="Where evaluations run: local (default; this machine) or ray (a Ray cluster; pip install 'kernel-agent[cluster]'). Stored with the run."),
     ray_address: str = typer.Option(None, "--ray-address", help="Ray head to join, e.g. HEAD:6379 (--executor ray; default: start a local Ray on this machine)."),
@@ -86,7 +87,7 @@ def optimize_command(
         fail("--provider replay needs --replay-run RUN (the run whose recorded replies to replay)")
     plan = RunPlan(
         kernels=specs, provider=provider, provider_options=provider_options if provider != "search" else {}, rounds=rounds, samples=samples,
-        beam=beam, patience=patience, device=device, timeout=timeout, min_gain=min_gain, threads=threads, sandbox=str(sandbox),
+        beam=beam, patience=patience, roofline_stop=roofline_stop, device=device, timeout=timeout, min_gain=min_gain, threads=threads, sandbox=str(sandbox),
         workers=workers, concurrency=concurrency, executor=executor, ray_address=ray_address,
         budget={"max_candidates": max_candidates, "max_tokens": max_tokens, "max_cost": max_cost, "time_limit": time_limit},
     )
