@@ -20,6 +20,7 @@ def test_typical_ms_refuses_incomplete_timings() -> None:
     assert typical_ms(None, "baseline") is None
     assert typical_ms({"per_shape": [{"baseline_median_ms": 1.0}, {"baseline_median_ms": 0}]}, "baseline") is None
     assert typical_ms({"per_shape": [{"candidate_median_ms": 2.0}]}, "baseline") is None
+    assert typical_ms({"baseline": {"median_ms": 5.0}}, "baseline") == 5.0  # no per-shape entries: the overall median
 
 
 def test_overlapping_timings_restore_the_thread_count() -> None:
