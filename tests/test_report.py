@@ -46,7 +46,7 @@ def test_report_is_self_contained(report: Path) -> None:
         assert needle in html, needle
     assert "return torch.softmax(x, dim=-1)" in re.sub(r"<[^>]+>", "", html).replace("&#39;", "'")
     roofline = html.split('<div class="chart roofline">', 1)[1].split("</div>", 1)[0]
-    assert "<svg" in roofline and "softmax64 256x2048: baseline" in roofline and "softmax64 256x2048: best" in roofline
+    assert "<svg" in roofline and "softmax64 (256x2048)" in roofline and "hollow: baseline" in roofline and "filled: best candidate" in roofline
     assert "Roofline on " in html and "GB/s" in roofline
 
 

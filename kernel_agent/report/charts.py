@@ -160,14 +160,21 @@ def roofline_chart(line: Roofline) -> str:
     for (peak, dtype), style in zip(roofs, ("-", "--", ":", "-.")):
         axes.plot(grid, [min(peak, line.memory_gbps * x) for x in grid], color="#24292f", linewidth=1.5, linestyle=style,
                   label=f"roof: {line.memory_gbps:.3g} GB/s, {peak:.4g} GFLOP/s ({dtype} matmul)")
-    colors = [matplotlib.colormaps["tab10"](i % 10) for i in range(len(line.points))]
-    for point, color in zip(line.points, colors):
-        label = f"{point.kernel} {point.shape}"
-        axes.scatter([point.intensity], [point.baseline_gflops], facecolors="none", edgecolors=[color], s=40, label=f"{label}: baseline")
+    kernels = list(dict.fromkeys(p.kernel for p in line.points))  # one color per kernel, first-seen order
+    palette = matplotlib.colormaps["tab10"]
+    color_of = {name: palette(i % 10) for i, name in enumerate(kernels)}
+    for point in line.points:
+        color = color_of[point.kernel]
+        axes.scatter([point.intensity], [point.baseline_gflops], facecolors="none", edgecolors=[color], s=40)
         if point.best_gflops is not None:
-            axes.scatter([point.intensity], [point.best_gflops], color=[color], s=40, marker="D", label=f"{label}: best")
+            axes.scatter([point.intensity], [point.best_gflops], color=[color], s=40, marker="D")
             axes.annotate("", xy=(point.intensity, point.best_gflops), xytext=(point.intensity, point.baseline_gflops),
                           arrowprops={"arrowstyle": "->", "color": color, "alpha": 0.7})
+    for name in kernels:
+        shapes = ", ".join(p.shape for p in line.points if p.kernel == name)
+        axes.scatter([], [], color=[color_of[name]], marker="D", s=40, label=f"{name} ({shapes})")
+    axes.scatter([], [], facecolors="none", edgecolors=["#57606a"], s=40, label="hollow: baseline")
+    axes.scatter([], [], color=["#57606a"], marker="D", s=40, label="filled: best candidate")
     axes.set_xscale("log")
     axes.set_yscale("log")
     axes.set_xlim(lo, hi)
