@@ -85,7 +85,7 @@ class RunPlan:
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def eval_options(self) -> EvalOptions:
-        options = EvalOptions(device=self.device, timeout=self.timeout, min_gain=self.min_gain, sandbox_root=Path(self.sandbox), profile="faster")
+        options = EvalOptions(device=self.device, timeout=self.timeout, min_gain=self.min_gain, sandbox_root=Path(self.sandbox))
         if self.threads:
             options.threads = self.threads
         return options

@@ -107,6 +107,7 @@ class KernelLoop:
         self.baseline_source = self.problem.baseline_source
         self.device = run_device(self.problem, self.options.eval.device)
         self.budget = Budget(self.options.budget, "kernel", parent=self.shared.budget)
+        self.profiling = getattr(self.provider, "reads_profile", True)  # operator breakdowns only for providers that read them
         self.attempts: dict[int, Attempt] = {}  # candidate id -> evaluated attempt (or unparseable reply)
         self.accepted_verdicts: dict[int, Verdict] = {}
         self.best_profiles: dict[int, dict[str, Any]] = {}
@@ -171,7 +172,7 @@ class KernelLoop:
             return False
         self.progress("evaluate", {"kernel": self.problem.name, "round": pending.round, "candidate": pending.candidate_id, "note": pending.note})
         pending.started = time.perf_counter()
-        pending.future = self.shared.executor.submit(self.problem, pending.source, self.options.eval)
+        pending.future = self.shared.executor.submit(self.problem, pending.source, self._eval_options("faster"))
         return True
 
     def _collect(self, pending: Pending) -> None:
@@ -228,11 +229,14 @@ class KernelLoop:
         if self.baseline_verdict is None:
             self.progress("baseline", {"kernel": self.problem.name})
             started = time.perf_counter()
-            verdict = self.shared.executor.submit(self.problem, self.baseline_source, replace(self.options.eval, profile="always")).result()
+            verdict = self.shared.executor.submit(self.problem, self.baseline_source, self._eval_options("always")).result()
             self._attach_roofline(verdict)
             store.add_evaluation(self.db, self.baseline_id, verdict, time.perf_counter() - started)
             self.baseline_verdict = verdict
         return self.baseline_verdict
+
+    def _eval_options(self, profile: str) -> EvalOptions:
+        return replace(self.options.eval, profile=profile if self.profiling else "never")
 
     def _profile(self, verdict: Verdict, role: str = "baseline") -> dict[str, Any]:
         """The prompt's profile of one timed side of a verdict: the baseline's A/A run, or the current best."""

@@ -146,6 +146,9 @@ def test_search_provider_tunes_and_stores(tmp_path: Path) -> None:
     assert kernel["status"] in ("improved", "no_gain") and kernel["baseline_ms"] > 0
     notes = [r[0] for r in rows(tmp_path / "runs.db", "select note from candidates where origin = 'search'")]
     assert notes == ["CHUNK=256"]
+    verdicts = [json.loads(r[0]) for r in rows(tmp_path / "runs.db", "select verdict from evaluations")]
+    assert len(verdicts) == 2 and all(v["profile"] is None and "profile" not in v["durations"] for v in verdicts)  # search reads no profile
+    assert all(v["roofline"]["shapes"] for v in verdicts)  # the report's roofline still has its data
 
 
 def test_bad_input_is_one_line_exit_2_and_loses_nothing(tmp_path: Path) -> None:

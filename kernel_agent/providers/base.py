@@ -82,6 +82,9 @@ class ProposalContext:
 
 
 class Provider(Protocol):
+    """One method. A provider may also set `reads_profile = False` (absent means True) when it never
+    reads ProposalContext.profile/best_profile: the loop then skips the in-sandbox operator profiling."""
+
     name: str
 
     def propose(self, context: ProposalContext) -> ProposalBatch: ...

@@ -20,6 +20,7 @@ class ReplayProvider:
     """Returns one recorded call per `propose`, oldest first; `exhausted` once none remain."""
 
     name = "replay"
+    reads_profile = False  # recorded replies do not depend on the prompt
 
     def __init__(self, calls: list[LLMCall]) -> None:
         self.calls = list(calls)
