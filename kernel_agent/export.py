@@ -116,7 +116,7 @@ def _exported(kernel: rq.KernelRecord, c: rq.CandidateRecord, source: str, rever
         reference_source=kernel.reference_source, backend=c.backend, verified=_verified_on(c), tolerances=_tolerances(c), speedup=c.speedup,
         ci=(c.ci_low, c.ci_high), baseline_ms=c.baseline_ms, candidate_ms=c.candidate_ms, device=c.device, device_name=c.device_name,
         isolation=c.isolation, environment=c.environment, date=c.evaluated_at.isoformat(timespec="seconds") if c.evaluated_at else "",
-        status=c.status, review=c.decision.decision if c.decision else "", reverified=reverified,
+        status=c.status, review=c.decision.decision if c.decision else "", reverified=reverified, kind=kernel.problem_kind,
     )
 
 
@@ -132,9 +132,6 @@ def select(db: Database, run_id: int, approved_only: bool, kernels: list[str] | 
         winner, reason = choose_winner(kernel, approved_only)
         if winner is None:
             skipped.append((kernel.name, reason))
-            continue
-        if kernel.problem_kind != "native":
-            skipped.append((kernel.name, "KernelBench problems (an nn.Module with weights) are not exported yet; only problem folders are"))
             continue
         source = files.rewrite_imports(winner.source or "")
         foreign = _foreign_imports(source)
@@ -163,7 +160,8 @@ def write_package(out: Path, package: str, run_id: int, kernels: list[files.Expo
         # `_kernel_` prefix: a submodule named like the function would replace it on import.
         (pkg / f"_kernel_{k.name}.py").write_text(f"# {k.problem}: candidate {k.candidate_id} of run {k.run_id} (exported by kernel-agent)\n" + k.source)
         (pkg / f"_reference_{k.name}.py").write_text(f"# The reference of {k.problem} (its problem.py), exported by kernel-agent\n" + k.reference_source)
-        (out / "tests" / f"test_{k.name}.py").write_text(files.kernel_test(package, k))
+        test = files.module_test(package, k) if k.kind == "kernelbench" else files.kernel_test(package, k)
+        (out / "tests" / f"test_{k.name}.py").write_text(test)
     (out / "BENCHMARKS.md").write_text(files.benchmarks_md(package, kernels, skipped))
     (out / "benchmarks.csv").write_text(files.benchmarks_csv(kernels))
 

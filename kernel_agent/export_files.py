@@ -41,6 +41,7 @@ class ExportedKernel:
     status: str
     review: str
     reverified: str
+    kind: str = "native"  # "native": a kernel(*inputs) function; "kernelbench": an nn.Module ModelNew with the reference's weights
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -97,14 +98,10 @@ def registry(package: str, kernels: list[ExportedKernel], run_id: int) -> str:
     env = f"{package.upper()}_FORCE_REFERENCE"
     table = {
         k.name: {"module": f"_kernel_{k.name}", "reference": f"_reference_{k.name}", "problem": k.problem, "run": k.run_id, "candidate": k.candidate_id,
-                 "verified": [list(v) for v in k.verified], "speedup": k.speedup}
+                 "verified": [list(v) for v in k.verified], "speedup": k.speedup, "kind": k.kind}
         for k in kernels
     }
-    functions = "\n\n".join(
-        f'def {k.name}(*inputs):\n    """{k.problem}: candidate {k.candidate_id} of run {k.run_id}'
-        + (f" ({k.speedup:.2f}x on {k.device_name})" if k.speedup else "") + f'."""\n    return _call("{k.name}", inputs)\n'
-        for k in kernels
-    )
+    functions = "\n\n".join(_entry_function(k) for k in kernels)
     return f'''"""{package}: kernels exported by kernel-agent from run {run_id}.
 
 Each function runs the optimized kernel only for a (device, dtype) it was
@@ -162,9 +159,133 @@ def _call(kernel: str, inputs: tuple):
     return function(*inputs)
 
 
+class DispatchModule(torch.nn.Module):
+    """A KernelBench winner: the reference `Model` and the optimized `ModelNew` holding the same weights.
+
+    Each call runs `optimized` for a (device, dtype) it was verified on (in eval mode, like the
+    verification) and `reference` elsewhere. The weights live in `reference`; `load_state_dict`
+    takes a reference state dict and copies it into `optimized`; call `sync_weights()` after
+    changing the reference's parameters any other way. Both copies are kept, so parameters use
+    twice the memory.
+    """
+
+    def __init__(self, kernel: str, reference: torch.nn.Module, optimized: torch.nn.Module) -> None:
+        super().__init__()
+        self.kernel = kernel
+        self.reference = reference
+        self.optimized = optimized
+        self.sync_weights()
+
+    def sync_weights(self) -> None:
+        self.optimized.load_state_dict(self.reference.state_dict(), strict=True)
+
+    def state_dict(self, *args, **kwargs):
+        return self.reference.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state_dict, strict: bool = True, **kwargs):
+        result = self.reference.load_state_dict(state_dict, strict=strict, **kwargs)
+        self.sync_weights()
+        return result
+
+    def forward(self, *inputs):
+        path = implementation(self.kernel, *signature(inputs))
+        _LAST[self.kernel] = path
+        return (self.optimized if path == "optimized" else self.reference)(*inputs)
+
+
+def _module(kernel: str, init_inputs: tuple) -> DispatchModule:
+    spec = KERNELS[kernel]
+    reference = importlib.import_module(f"{{__name__}}.{{spec['reference']}}")
+    optimized = importlib.import_module(f"{{__name__}}.{{spec['module']}}")
+    args = list(init_inputs) if init_inputs else list(reference.get_init_inputs())
+    return DispatchModule(kernel, reference.Model(*args).eval(), optimized.ModelNew(*args).eval())
+
+
 {functions}
 
 __all__ = ["KERNELS", "FORCE_ENV", "implementation", "last_path", {", ".join(repr(k.name) for k in kernels)}]
+'''
+
+
+def _entry_function(k: ExportedKernel) -> str:
+    measured = f" ({k.speedup:.2f}x on {k.device_name})" if k.speedup else ""
+    if k.kind == "kernelbench":
+        return (f'def {k.name}(*init_inputs) -> DispatchModule:\n    """{k.problem}: a module like its `Model(*init_inputs)` (default: the problem\'s '
+                f'get_init_inputs()), running ModelNew, candidate {k.candidate_id} of run {k.run_id}{measured}, where it was verified."""\n'
+                f'    return _module("{k.name}", init_inputs)\n')
+    return f'def {k.name}(*inputs):\n    """{k.problem}: candidate {k.candidate_id} of run {k.run_id}{measured}."""\n    return _call("{k.name}", inputs)\n'
+
+
+def module_test(package: str, kernel: ExportedKernel) -> str:
+    """Tests of an exported KernelBench module against its reference Model, on fresh inputs and fresh weights."""
+    env = f"{package.upper()}_FORCE_REFERENCE"
+    return f'''"""{package}.{kernel.name} (a KernelBench module) against its reference Model, with the tolerances of run {kernel.run_id}."""
+
+import copy
+import secrets
+
+import pytest
+import torch
+
+import {package}
+from {package} import _reference_{kernel.name} as ref
+
+KERNEL = "{kernel.name}"
+VERIFIED = {[tuple(v) for v in kernel.verified]!r}
+TOLERANCES = {kernel.tolerances!r}  # dtype -> (rtol, atol) against the float64 reference
+
+
+def outputs(value):
+    return (value,) if isinstance(value, torch.Tensor) else tuple(value)
+
+
+def available(device):
+    return device == "cpu" or (device == "cuda" and torch.cuda.is_available())
+
+
+def check(module, device, dtype):
+    inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in ref.get_inputs()]
+    assert {package}.implementation(KERNEL, *{package}.signature(inputs)) == "optimized"
+    with torch.no_grad():
+        got = outputs(module(*inputs))
+        assert {package}.last_path(KERNEL) == "optimized"
+        gold = outputs(copy.deepcopy(module.reference).double()(*[t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs]))
+        base = outputs(module.reference(*inputs))
+    rtol, atol = TOLERANCES[dtype]
+    assert len(got) == len(base)
+    for out, expected, same_dtype in zip(got, gold, base):
+        assert out.shape == same_dtype.shape and out.dtype == same_dtype.dtype and out.device == same_dtype.device
+        torch.testing.assert_close(out.double(), expected.double(), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("device,dtype", VERIFIED)
+@pytest.mark.parametrize("repeat", range(3))
+def test_matches_reference(device, dtype, repeat, monkeypatch):
+    if not available(device):
+        pytest.skip(f"no {{device}} device here")
+    monkeypatch.delenv("{env}", raising=False)
+    torch.manual_seed(secrets.randbits(62))  # fresh weights (Model's init) and fresh inputs (get_inputs)
+    check({package}.{kernel.name}().to(device), device, dtype)
+
+
+@pytest.mark.parametrize("device,dtype", VERIFIED)
+def test_loaded_weights_reach_the_optimized_module(device, dtype, monkeypatch):
+    if not available(device):
+        pytest.skip(f"no {{device}} device here")
+    monkeypatch.delenv("{env}", raising=False)
+    module = {package}.{kernel.name}().to(device)
+    torch.manual_seed(secrets.randbits(62))
+    other = ref.Model(*ref.get_init_inputs()).to(device)
+    module.load_state_dict(other.state_dict())
+    check(module, device, dtype)
+
+
+def test_force_reference(monkeypatch):
+    monkeypatch.setenv("{env}", "1")
+    module = {package}.{kernel.name}()
+    with torch.no_grad():
+        module(*ref.get_inputs())
+    assert {package}.last_path(KERNEL) == "reference"
 '''
 
 

@@ -229,7 +229,7 @@ class KernelLoop:
         if self.baseline_verdict is None:
             self.progress("baseline", {"kernel": self.problem.name})
             started = time.perf_counter()
-            verdict = self.shared.executor.submit(self.problem, self.baseline_source, self._eval_options("always")).result()
+            verdict = self.shared.executor.submit(self.problem, self.problem.baseline_as_candidate, self._eval_options("always")).result()
             self._attach_roofline(verdict)
             store.add_evaluation(self.db, self.baseline_id, verdict, time.perf_counter() - started)
             self.baseline_verdict = verdict

@@ -68,6 +68,11 @@ class Problem:
         return self.baseline_path.read_text()
 
     @property
+    def baseline_as_candidate(self) -> str:
+        """The baseline in the form a candidate takes (A/A timing): a KernelBench file's Model doubles as ModelNew."""
+        return self.baseline_source + ("\n\nModelNew = Model\n" if self.kind == "kernelbench" else "")
+
+    @property
     def entry_point(self) -> str:
         """The name a candidate must define: `kernel` or KernelBench's `ModelNew`."""
         return "ModelNew" if self.kind == "kernelbench" else "kernel"

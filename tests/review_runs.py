@@ -20,8 +20,9 @@ def fenced(path: Path) -> str:
     return f"Here is a faster kernel.\n```python\n{path.read_text()}```\n"
 
 
-def build_run(tmp_path: Path, attempts: int = 3) -> dict:
-    """Optimize softmax64 for one round with one scripted reply; return the run's ids plus db and sandbox paths.
+def build_run(tmp_path: Path, attempts: int = 3, problem: Path = SOFTMAX, candidate: Path = CANDIDATES / "faster.py") -> dict:
+    """Optimize a problem (softmax64) for one round with one scripted reply (its known-faster rewrite);
+    return the run's ids plus db and sandbox paths.
 
     Timing on a shared, loaded machine can reject even the known-faster rewrite (a noisy interval or a
     timer-mismatch check); a fresh run is tried again, up to `attempts` times, before giving up.
@@ -29,8 +30,8 @@ def build_run(tmp_path: Path, attempts: int = 3) -> dict:
     kernel: dict = {}
     for attempt in range(attempts):
         db, sandbox = tmp_path / f"runs{attempt}.db", tmp_path / "sandbox"
-        with ScriptedServer([[fenced(CANDIDATES / "faster.py")]]) as server:
-            proc = run_cli("optimize", str(SOFTMAX), "--provider", "openai", "--base-url", server.base_url, "--model", "scripted", "--rounds", "1",
+        with ScriptedServer([[fenced(candidate)]]) as server:
+            proc = run_cli("optimize", str(problem), "--provider", "openai", "--base-url", server.base_url, "--model", "scripted", "--rounds", "1",
                            "--samples", "1", "--threads", "1", "--db", str(db), "--sandbox", str(sandbox), "--json", env={"OPENAI_API_KEY": "sk-test-not-a-real-key"})
         assert proc.returncode == 0, proc.stderr[-3000:]
         result = json.loads(proc.stdout)

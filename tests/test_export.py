@@ -155,3 +155,40 @@ def test_unknown_ids_are_one_line_exit_2(run: dict, tmp_path: Path) -> None:
         assert len([line for line in proc.stderr.splitlines() if line.strip()]) == 1, proc.stderr
     shown = json.loads(run_cli("runs", "show", "latest", "--db", db, "--json").stdout)
     assert shown["run_id"] == run["run_id"]
+
+
+KB_FIXTURES = Path(__file__).parent / "fixtures" / "kernelbench"
+
+
+def test_kernelbench_winner_exports_as_a_module_with_the_reference_weights(tmp_path: Path) -> None:
+    kb = build_run(tmp_path, problem=KB_FIXTURES / "kb_rowloop.py", candidate=KB_FIXTURES / "kb_rowloop_new.py")
+    out = tmp_path / "exported"
+    proc = export(kb, kb["db"], out)
+    assert proc.returncode == 0 and "exported kb_rowloop" in proc.stdout, proc.stderr[-3000:]
+    python = make_venv(tmp_path / "venv")
+    install = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", str(out)], capture_output=True, text=True, cwd=tmp_path)
+    assert install.returncode == 0, install.stderr[-3000:]
+    probe = (
+        "import json, os, torch, mykernels\n"
+        "from mykernels import _reference_kb_rowloop as ref\n"
+        "torch.manual_seed(1)\n"
+        "module = mykernels.kb_rowloop()\n"
+        "x = torch.randn(16, 4096)\n"
+        "with torch.no_grad():\n"
+        "    y = module(x)\n"
+        "    first = mykernels.last_path('kb_rowloop')\n"
+        "    same = torch.allclose(y, module.reference(x), atol=1e-6)\n"
+        "    other = ref.Model(4096)\n"  # new weights, loaded through the wrapper, must reach the optimized copy
+        "    module.load_state_dict(other.state_dict())\n"
+        "    loaded = torch.allclose(module(x), other(x), atol=1e-6) and mykernels.last_path('kb_rowloop') == 'optimized'\n"
+        "    os.environ['MYKERNELS_FORCE_REFERENCE'] = '1'\n"
+        "    module(x)\n"
+        "print(json.dumps({'first': first, 'same': same, 'loaded': loaded,"
+        " 'forced': mykernels.last_path('kb_rowloop'), 'kind': type(module.optimized).__name__}))\n"
+    )
+    result = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen == {"first": "optimized", "same": True, "loaded": True, "forced": "reference", "kind": "ModelNew"}
+    tests = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(out / "tests")], capture_output=True, text=True, cwd=tmp_path)
+    assert tests.returncode == 0 and "5 passed" in tests.stdout, tests.stdout[-3000:] + tests.stderr[-2000:]

@@ -57,7 +57,7 @@ def profile_command(
     role = "candidate" if source is not None else "baseline"
     if source is None:
         # A/A: the baseline as its own candidate (KernelBench candidates must name ModelNew).
-        source = loaded.baseline_source + ("\n\nModelNew = Model\n" if loaded.kind == "kernelbench" else "")
+        source = loaded.baseline_as_candidate
     stderr.print(f"timing the {role} (verified, sandboxed) ...", highlight=False)
     verdict = None
     with tempfile.TemporaryDirectory(prefix="kernel-agent-profile-") as sandbox:
