@@ -42,6 +42,9 @@ GAP_FLAG_RATIO = 1.1  # above this: flagged for a human
 GAP_MIN_MS = 0.1  # and never for less than this per call: two clocks' IPC jitter on sub-millisecond kernels
 GAP_HIDDEN_RATIO = 1.5  # per-block route: a third of the trusted time missing from the claims...
 GAP_NOISE_MULTIPLE = 4.0  # ...by this many robust sds of the baseline's own block-to-block noise
+# ...and by more than this share of the baseline's whole call: honest processes differ in harness
+# overhead per call (CI saw 0.15-0.3 ms on a 0.58 ms torch.softmax against a 1.7 ms baseline).
+GAP_HIDDEN_OF_BASELINE = 0.25
 
 
 class TimingFailure(Exception):
@@ -232,8 +235,8 @@ def _timer_gap(unexplained: dict[str, list[float]], claimed: dict[str, list[floa
     Two routes reject. (1) Ratios of medians: the trusted clock must support a quarter of the
     claimed gain; load that slows both sides cancels. (2) Per block: every candidate block
     hides more time per call than any baseline block, by far more than the baseline's own
-    block-to-block noise, and a third of the candidate's trusted time is missing from its
-    claims. Route 2 still holds when the candidate's real speed happens to beat the baseline
+    block-to-block noise and by more than a quarter of the baseline's per-call time, and a
+    third of the candidate's trusted time is missing from its claims. Route 2 still holds when the candidate's real speed happens to beat the baseline
     (A/A ratios swing by 20% on a loaded 2-core machine), where route 1 alone only flags.
     """
     n = np.asarray(calls, dtype=float)
@@ -253,7 +256,8 @@ def _timer_gap(unexplained: dict[str, list[float]], claimed: dict[str, list[floa
         return f"timer mismatch: the candidate claimed {claimed_speedup:.2f}x but the orchestrator's clock supports only {trusted_speedup:.2f}x {detail}"
     hidden = float(np.median(cand_hidden)) - overhead
     noise = 1.4826 * float(np.median(np.abs(base_hidden - overhead)))  # robust sd of the baseline's blocks
-    if discrepancy > GAP_HIDDEN_RATIO and min(cand_hidden) > max(base_hidden) and hidden > max(GAP_MIN_MS, GAP_NOISE_MULTIPLE * noise):
+    floor = max(GAP_MIN_MS, GAP_NOISE_MULTIPLE * noise, GAP_HIDDEN_OF_BASELINE * base_ms)
+    if discrepancy > GAP_HIDDEN_RATIO and min(cand_hidden) > max(base_hidden) and hidden > floor:
         return f"timer mismatch: every timed block of the candidate hid {hidden:.2f} ms per call from its own clock, {discrepancy:.2f}x its claim {detail}"
     if discrepancy > GAP_FLAG_RATIO and claimed_speedup > 1.02:
         return (
