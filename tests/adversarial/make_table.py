@@ -38,10 +38,14 @@ KNOWN_LIMITS = """
 - Disk and tmpfs floods: `RLIMIT_FSIZE` caps each file, not the number of files in `out/`,
   `tmp/` or bwrap's private `/tmp` (tmpfs, RAM). No quota exists.
 - The trusted-clock corroboration (`measure._timer_gap`) rejects when the trusted clock supports
-  less than a quarter of a claimed gain, or when every timed block hides a third of its time;
-  a forger that hides less than that (e.g. claims 1.2x where the truth is 1.0x) is only flagged
-  (above 1.1x) or can pass on a loaded 2-core CPU. The in-process integrity checks still catch
-  the timer patches we know.
+  less than a quarter of a claimed gain, or when every timed block hides a third of its time
+  (and more than a quarter of the baseline's per-call time); a forger that hides less than that
+  (e.g. claims 1.2x where the truth is 1.0x) is only flagged (above 1.1x) or can pass on a
+  loaded 2-core CPU. The in-process integrity checks still catch the timer patches we know.
+- The other side of that trade: honest fast kernels are sometimes flagged for review. Harness
+  overhead outside the timer differs between processes by 0.1-0.3 ms per call here, so an
+  honest 0.4 ms torch.softmax against a 1.7 ms baseline was flagged in 1 of 4 runs
+  ("claimed 4.48x, the clock supports 3.53x"); flagged never means accepted silently.
 - A candidate that patches the worker's serialisation path itself (full worker impersonation)
   can return forged inputs for the trusted mutation check; only output correctness and the
   trusted clock are beyond its reach.
