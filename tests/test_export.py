@@ -54,6 +54,28 @@ def make_venv(path: Path) -> Path:
     return python
 
 
+def install(out: Path, tmp_path: Path) -> Path:
+    """pip-install an exported folder into a fresh venv; its python."""
+    python = make_venv(tmp_path / "venv")
+    proc = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", str(out)], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return python
+
+
+def probe(python: Path, script: str, tmp_path: Path) -> dict:
+    """Run a script in the venv; the JSON object it prints last."""
+    proc = subprocess.run([str(python), "-c", script], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def package_tests(python: Path, out: Path, tmp_path: Path) -> str:
+    """The exported package's own tests, run in the venv: their summary line."""
+    proc = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(out / "tests")], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return proc.stdout.strip().splitlines()[-1]
+
+
 def test_exported_package_installs_dispatches_and_passes_its_tests(run: dict, tmp_path: Path) -> None:
     out = tmp_path / "exported"
     proc = export(run, run["db"], out)
@@ -68,10 +90,8 @@ def test_exported_package_installs_dispatches_and_passes_its_tests(run: dict, tm
     assert rows[0].startswith("kernel,problem,run,candidate") and f"softmax64,softmax64,{run['run_id']},{run['best']},faster" in rows[1]
     assert "torch" in rows[0] and "isolation" in rows[0] and "speedup" in (out / "BENCHMARKS.md").read_text()
 
-    python = make_venv(tmp_path / "venv")
-    install = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", str(out)], capture_output=True, text=True, cwd=tmp_path)
-    assert install.returncode == 0, install.stderr[-3000:]
-    probe = (
+    python = install(out, tmp_path)
+    script = (
         "import json, os, sys, torch, mykernels\n"
         "x = torch.randn(8, 33)\n"
         "y = mykernels.softmax64(x)\n"
@@ -84,16 +104,13 @@ def test_exported_package_installs_dispatches_and_passes_its_tests(run: dict, tm
         "print(json.dumps({'file': mykernels.__file__, 'first': first, 'unverified': unverified, 'forced': mykernels.last_path('softmax64'),"
         " 'kernel_agent': any(m.startswith('kernel_agent') for m in sys.modules)}))\n"
     )
-    result = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    seen = probe(python, script, tmp_path)
     assert seen["file"].startswith(str(tmp_path / "venv")), seen
     assert (seen["first"], seen["unverified"], seen["forced"]) == ("optimized", "reference", "reference")
     assert seen["kernel_agent"] is False
 
-    tests = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(out / "tests")], capture_output=True, text=True, cwd=tmp_path)
-    assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-2000:]
-    assert " passed" in tests.stdout and "failed" not in tests.stdout
+    summary = package_tests(python, out, tmp_path)
+    assert " passed" in summary and "failed" not in summary
 
     forced = subprocess.run([str(python), "-c", "import mykernels; print(mykernels.implementation('softmax64', 'cpu', 'float32'))"],
                             capture_output=True, text=True, cwd=tmp_path, env={"MYKERNELS_FORCE_REFERENCE": "1", "PATH": "/usr/bin:/bin"})
@@ -165,10 +182,8 @@ def test_kernelbench_winner_exports_as_a_module_with_the_reference_weights(tmp_p
     out = tmp_path / "exported"
     proc = export(kb, kb["db"], out)
     assert proc.returncode == 0 and "exported kb_rowloop" in proc.stdout, proc.stderr[-3000:]
-    python = make_venv(tmp_path / "venv")
-    install = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", str(out)], capture_output=True, text=True, cwd=tmp_path)
-    assert install.returncode == 0, install.stderr[-3000:]
-    probe = (
+    python = install(out, tmp_path)
+    script = (
         "import json, os, torch, mykernels\n"
         "from mykernels import _reference_kb_rowloop as ref\n"
         "torch.manual_seed(1)\n"
@@ -186,9 +201,6 @@ def test_kernelbench_winner_exports_as_a_module_with_the_reference_weights(tmp_p
         "print(json.dumps({'first': first, 'same': same, 'loaded': loaded,"
         " 'forced': mykernels.last_path('kb_rowloop'), 'kind': type(module.optimized).__name__}))\n"
     )
-    result = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    seen = probe(python, script, tmp_path)
     assert seen == {"first": "optimized", "same": True, "loaded": True, "forced": "reference", "kind": "ModelNew"}
-    tests = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(out / "tests")], capture_output=True, text=True, cwd=tmp_path)
-    assert tests.returncode == 0 and "5 passed" in tests.stdout, tests.stdout[-3000:] + tests.stderr[-2000:]
+    assert package_tests(python, out, tmp_path).startswith("5 passed")
