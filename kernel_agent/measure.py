@@ -160,7 +160,11 @@ def _measure(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, baselin
         folder.mkdir()
 
     _check_audits(ev, maker, audits)
-    gap = _timer_gap(unexplained, claimed_blocks, block_calls)
+    # The first round's blocks carry one-time costs outside the timer (measured: the candidate's first
+    # block showed 0.3-1.2 ms per call where later blocks and the baseline showed 0.15-0.3), so the
+    # corroboration skips them when later rounds remain; a forger hides time in every block anyway.
+    skip = len(configs) if options.rounds >= 3 else 0
+    gap = _timer_gap({k: v[skip:] for k, v in unexplained.items()}, {k: v[skip:] for k, v in claimed_blocks.items()}, block_calls[skip:])
     if gap is not None and not gap.startswith("FLAG:"):
         raise TimingFailure("rejected", gap)
     estimate = speedup_interval(samples["baseline"], samples["candidate"])

@@ -44,8 +44,9 @@ KNOWN_LIMITS = """
   loaded 2-core CPU. The in-process integrity checks still catch the timer patches we know.
 - The other side of that trade: honest fast kernels are sometimes flagged for review. Harness
   overhead outside the timer differs between processes by 0.1-0.3 ms per call here, so an
-  honest 0.4 ms torch.softmax against a 1.7 ms baseline was flagged in 1 of 4 runs
-  ("claimed 4.48x, the clock supports 3.53x"); flagged never means accepted silently.
+  honest 0.2-0.4 ms torch.softmax against a 1-2 ms baseline was flagged in 7 of 16 evaluations
+  with 4 rounds (what the fixtures use), and in 0 of 10 with the default 10 rounds
+  ("claimed 3.37x, the clock supports 2.32x"); flagged never means accepted silently.
 - A candidate that patches the worker's serialisation path itself (full worker impersonation)
   can return forged inputs for the trusted mutation check; only output correctness and the
   trusted clock are beyond its reach.
