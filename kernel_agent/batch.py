@@ -193,18 +193,18 @@ def store_plan(db: Database, plan: RunPlan, model: str | None) -> int:
     return store.create_run(db, plan.provider, model, plan.to_json())
 
 
-def device_ceilings(db: Database, devices: set[str], threads: int | None) -> dict[str, Any]:
+def device_ceilings(db: Database, devices: set[str], threads: int | None, remeasure: bool = False) -> dict[str, Any]:
     """Ceilings per device: from the database when this device fingerprint was measured before,
-    else measured now (a few seconds, before any evaluation starts) and stored."""
+    else (or when `remeasure`) measured now, a few seconds before any evaluation starts, and stored."""
     from kernel_agent.profile import ceilings_from_dict, ceilings_to_dict, fingerprint_key, measure_ceilings
 
     found: dict[str, Any] = {}
     for device in sorted(devices):
         key = fingerprint_key(device, threads)
-        data = store.stored_ceilings(db, key)
+        data = None if remeasure else store.stored_ceilings(db, key)
         if data is None:
-            ceilings = measure_ceilings(device)
-            store.store_ceilings(db, key, ceilings_to_dict(ceilings))
+            ceilings = measure_ceilings(device, threads=threads)
+            store.store_ceilings(db, key, ceilings_to_dict(ceilings), replace=remeasure)
             data = store.stored_ceilings(db, key)
         found[device] = ceilings_from_dict(data)
     return found

@@ -260,13 +260,14 @@ def _cpu_matmul_rate(dtype: str, budget_s: float, target_call_s: float = 0.04, r
     return max(probe, measure_matmul("cpu", dtype, n, repeats))
 
 
-def measure_ceilings(device: str, budget_s: float = 2.0) -> Ceilings:
+def measure_ceilings(device: str, budget_s: float = 2.0, threads: int | None = None) -> Ceilings:
     """Measure the memory bandwidth and matmul rates of `device` ("cpu" or "cuda") now.
 
     CPU: a 256 MiB copy (best of 5) and float32 matmuls sized to ~40 ms a call;
     bfloat16 too when a probe says it fits in what is left of `budget_s`.
     CUDA: a 1 GiB copy and 8192^2 matmuls in float32 (TF32 off), float16 and
     bfloat16, timed with CUDA events (best of several).
+    `threads`: the CPU thread count the kernels will run with (the fingerprint's), default all.
     """
     from kernel_agent.environment import device_name
 
@@ -285,21 +286,26 @@ def measure_ceilings(device: str, budget_s: float = 2.0) -> Ceilings:
             rates[dtype] = measure_matmul("cuda", dtype, 8192, 20)
         torch.cuda.empty_cache()
     elif device == "cpu":
-        began = time.perf_counter()
-        gbps = measure_bandwidth("cpu")
-        rates = {}
-        rate = _cpu_matmul_rate("float32", max(0.5, budget_s - (time.perf_counter() - began)))
-        if rate is not None:
-            rates["float32"] = rate
-        left = budget_s - (time.perf_counter() - began)
-        if left > 0.3:
-            rate = _cpu_matmul_rate("bfloat16", left)
+        saved = torch.get_num_threads()
+        torch.set_num_threads(threads or saved)
+        try:
+            began = time.perf_counter()
+            gbps = measure_bandwidth("cpu")
+            rates = {}
+            rate = _cpu_matmul_rate("float32", max(0.5, budget_s - (time.perf_counter() - began)))
             if rate is not None:
-                rates["bfloat16"] = rate
+                rates["float32"] = rate
+            left = budget_s - (time.perf_counter() - began)
+            if left > 0.3:
+                rate = _cpu_matmul_rate("bfloat16", left)
+                if rate is not None:
+                    rates["bfloat16"] = rate
+        finally:
+            torch.set_num_threads(saved)
     else:
         raise ProfileError(f"device must be cpu or cuda, not {device!r}")
     return Ceilings(
-        fingerprint=fingerprint_key(device),
+        fingerprint=fingerprint_key(device, threads),
         device_name=device_name(device),
         memory_gbps=gbps,
         gflops=rates,

@@ -140,6 +140,21 @@ def test_runs_and_candidates_commands_read_the_database(llm_run: dict) -> None:
     assert missing.returncode == 2 and "no candidate 99999" in missing.stderr
 
 
+def test_profile_reads_a_stored_candidate_and_the_ceilings_optimize_used(llm_run: dict) -> None:
+    db = str(llm_run["tmp"] / "runs.db")
+    best = llm_run["result"]["kernels"][0]["best_candidate"]
+    proc = run_cli("profile", str(SOFTMAX), "--candidate", str(best), "--db", db, "--threads", "1", "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    assert data["timing"]["role"] == "candidate" and data["timing"]["speedup"] > 1
+    assert "aten::_softmax" in [op["name"] for op in data["breakdown"]["top_ops"]]  # the stored candidate ran, not the baseline
+    assert data["ceilings_origin"].startswith("stored")  # the run's own ceilings: same fingerprint, not measured again
+    (stored,) = rows(db, "select data from device_ceilings")[0]
+    assert json.loads(stored)["memory_gbps"] == data["ceilings"]["memory_gbps"]
+    missing = run_cli("profile", str(SOFTMAX), "--candidate", "99999", "--db", db)
+    assert missing.returncode == 2 and "candidate 99999: not in the database" in missing.stderr
+
+
 def test_search_provider_tunes_and_stores(tmp_path: Path) -> None:
     result, _ = optimize(tmp_path, "--rounds", "1", "--samples", "1")
     kernel = result["kernels"][0]

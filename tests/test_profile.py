@@ -280,9 +280,30 @@ def cli_app() -> typer.Typer:
     return app
 
 
+def test_ceilings_are_stored_once_per_fingerprint_and_remeasured_on_request(tmp_path: Path) -> None:
+    from kernel_agent.cli.profile_cmd import device_ceilings
+
+    db = str(tmp_path / "runs.db")
+    first, origin = device_ceilings(db, "cpu", 1, remeasure=False)
+    assert origin == "measured now and stored" and first.fingerprint == fingerprint_key("cpu", threads=1)
+    again, origin = device_ceilings(db, "cpu", 1, remeasure=False)
+    assert origin.startswith("stored, measured ") and again == first  # what optimize would use: the first measurement
+    time.sleep(1.1)  # measured_at has one-second resolution
+    fresh, origin = device_ceilings(db, "cpu", 1, remeasure=True)
+    assert origin == "measured now and stored" and fresh.measured_at > first.measured_at
+    stored, _ = device_ceilings(db, "cpu", 1, remeasure=False)
+    assert stored == fresh  # replaced, not added
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "runs.db") as connection:
+        assert connection.execute("select count(*) from device_ceilings").fetchone() == (1,)
+    other, origin = device_ceilings(db, "cpu", 2, remeasure=False)
+    assert origin == "measured now and stored" and other.fingerprint != first.fingerprint  # another thread count, another machine
+
+
 @pytest.mark.slow
-def test_profile_cli_json_on_cpp_softmax() -> None:
-    result = CliRunner().invoke(cli_app(), ["profile", str(EXAMPLES / "cpp_softmax"), "--json"])
+def test_profile_cli_json_on_cpp_softmax(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli_app(), ["profile", str(EXAMPLES / "cpp_softmax"), "--json", "--db", str(tmp_path / "runs.db")])
     assert result.exit_code == 0, result.output
     lines = [line for line in result.stdout.splitlines() if line.strip()]
     data = json.loads(lines[-1])
@@ -301,10 +322,10 @@ def test_profile_cli_json_on_cpp_softmax() -> None:
 
 
 @pytest.mark.slow
-def test_profile_cli_candidate_breakdown_comes_from_its_sandbox() -> None:
+def test_profile_cli_candidate_breakdown_comes_from_its_sandbox(tmp_path: Path) -> None:
     from conftest import CANDIDATES, SOFTMAX
 
-    result = CliRunner().invoke(cli_app(), ["profile", str(SOFTMAX), "--candidate", str(CANDIDATES / "faster.py"), "--json"])
+    result = CliRunner().invoke(cli_app(), ["profile", str(SOFTMAX), "--candidate", str(CANDIDATES / "faster.py"), "--json", "--db", str(tmp_path / "runs.db")])
     assert result.exit_code == 0, result.output
     data = json.loads([line for line in result.stdout.splitlines() if line.strip()][-1])
     assert data["timing"]["role"] == "candidate" and data["timing"]["speedup"] > 1

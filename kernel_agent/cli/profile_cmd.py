@@ -1,6 +1,6 @@
 """`kernel-agent profile PROBLEM [--candidate FILE]`: where a kernel stands against the machine's limits.
 
-Ceilings (measured now), work counts and roofline floors per benchmark shape, the
+Ceilings (the ones stored for this device, as `optimize` uses them), work counts and roofline floors per benchmark shape, the
 baseline's (or a candidate's) verified timing as a fraction of the floor, and a
 torch.profiler breakdown (the candidate's from inside its sandbox).
 """
@@ -17,13 +17,17 @@ from typing import Any
 import typer
 
 from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, read_candidate, stderr, stdout
+from kernel_agent.cli.options import DB, THREADS, open_db
 
 
 def profile_command(
     problem: Path = typer.Argument(..., help="A problem folder (problem.py + kernel.py) or a KernelBench .py file."),
-    candidate: Path = typer.Option(None, "--candidate", help="Time this candidate (verified in the sandbox) instead of the baseline against itself."),
+    candidate: str = typer.Option(None, "--candidate", help="Time this candidate (a file, or a candidate id from the database; verified in the sandbox) instead of the baseline against itself."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
-    ceilings: bool = typer.Option(True, "--ceilings/--no-ceilings", help="Measure this machine's bandwidth and matmul rates now (needed for floors)."),
+    ceilings: bool = typer.Option(True, "--ceilings/--no-ceilings", help="Show the bandwidth and matmul rates stored for this device (measured and stored the first time; needed for floors)."),
+    remeasure: bool = typer.Option(False, "--remeasure", help="Measure the ceilings again now and replace the stored ones."),
+    threads: int = THREADS,
+    db: str = DB,
     json_output: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
 ) -> None:
     """Show work counts, roofline floors and the fraction of the floor a kernel reaches."""
@@ -31,28 +35,21 @@ def profile_command(
 
     from kernel_agent.evaluate import EvalOptions, evaluate, run_device
     from kernel_agent.problem import ProblemError, load_problem
-    from kernel_agent.profile import ProfileError, build_profile, ceilings_to_dict, measure_ceilings, profiler_breakdown, shape_rows
+    from kernel_agent.profile import ProfileError, build_profile, ceilings_to_dict, profiler_breakdown, shape_rows
 
     if device not in ("auto", "cpu", "cuda"):
         fail(f"--device must be auto, cpu or cuda, not {device!r}")
     if device == "cuda" and not torch.cuda.is_available():
         fail("--device cuda: no CUDA device is visible here; use --device cpu or auto")
-    source = None
-    if candidate is not None:
-        source = read_candidate(candidate)
     try:
         loaded = load_problem(problem)
     except ProblemError as exc:
         fail(str(exc))
+    source = None if candidate is None else candidate_source(candidate, loaded.name, db)
     where = run_device(loaded, device)
 
-    measured = None
-    if ceilings:
-        stderr.print(f"measuring {where} ceilings ...", highlight=False)
-        try:
-            measured = measure_ceilings(where)
-        except (ProfileError, RuntimeError) as exc:
-            stderr.print(f"[yellow]warning:[/] ceilings not measured: {exc}", highlight=False)
+    threads = threads or EvalOptions().threads
+    measured, origin = device_ceilings(db, where, threads, remeasure) if ceilings else (None, "")
 
     role = "candidate" if source is not None else "baseline"
     if source is None:
@@ -62,7 +59,7 @@ def profile_command(
     verdict = None
     with tempfile.TemporaryDirectory(prefix="kernel-agent-profile-") as sandbox:
         try:
-            verdict = evaluate(loaded, source, EvalOptions(device=device, sandbox_root=Path(sandbox), profile="always"))
+            verdict = evaluate(loaded, source, EvalOptions(device=device, sandbox_root=Path(sandbox), profile="always", threads=threads))
         except RuntimeError as exc:  # e.g. no isolation available
             stderr.print(f"[yellow]warning:[/] no timing: {exc}", highlight=False)
     timing = verdict.timing if verdict is not None else None
@@ -97,6 +94,7 @@ def profile_command(
             "problem": loaded.name,
             "device": where,
             "ceilings": ceilings_to_dict(measured) if measured is not None else None,
+            "ceilings_origin": origin,
             "shapes": rows,
             "profile": profile,
             "timing": summary,
@@ -105,8 +103,46 @@ def profile_command(
         }
         sys.stdout.write(json.dumps(result, default=str) + "\n")
     else:
-        render(loaded.name, where, measured, rows, summary, breakdown)
+        render(loaded.name, where, measured, origin, rows, summary, breakdown)
     raise typer.Exit(EXIT_VERDICT if failed else EXIT_OK)
+
+
+def candidate_source(candidate: str, kernel: str, db: str | None) -> str:
+    """A candidate file's text, or a stored candidate's source (it must belong to this kernel)."""
+    if Path(candidate).is_file() or not candidate.isdigit():
+        return read_candidate(Path(candidate))
+    from kernel_agent.db.queries import candidate_detail
+
+    found = candidate_detail(open_db(db), int(candidate))
+    if found is None or not found.get("source"):
+        fail(f"candidate {candidate}: not in the database (kernel-agent candidates list shows the ids)")
+    if found["kernel"] != kernel:
+        fail(f"candidate {candidate} belongs to kernel {found['kernel']}, not {kernel}")
+    return found["source"]
+
+
+def device_ceilings(db: str | None, device: str, threads: int | None, remeasure: bool) -> tuple[Any, str]:
+    """The ceilings `optimize` uses for this device fingerprint (stored once in the database),
+    and where they came from. Without the database packages (the GPU machine) they are
+    measured now and not stored."""
+    from kernel_agent.profile import ProfileError, fingerprint_key, measure_ceilings
+
+    try:
+        try:
+            from kernel_agent.batch import device_ceilings as stored_or_measured
+            from kernel_agent.db import store
+        except ImportError as exc:
+            stderr.print(f"measuring {device} ceilings ({exc.name} is not installed: not stored) ...", highlight=False)
+            return measure_ceilings(device, threads=threads), f"measured now, not stored ({exc.name} is not installed)"
+        database = open_db(db)
+        known = None if remeasure else store.stored_ceilings(database, fingerprint_key(device, threads))
+        if known is None:
+            stderr.print(f"measuring {device} ceilings (stored for later runs) ...", highlight=False)
+        found = stored_or_measured(database, {device}, threads, remeasure=remeasure)[device]
+        return found, (f"stored, measured {found.measured_at}; --remeasure to refresh" if known is not None else "measured now and stored")
+    except (ProfileError, RuntimeError, ValueError) as exc:
+        stderr.print(f"[yellow]warning:[/] no ceilings: {exc}", highlight=False)
+        return None, ""
 
 
 def _fmt(value: Any, unit: str = "") -> str:
@@ -122,13 +158,13 @@ def _fmt(value: Any, unit: str = "") -> str:
     return str(value)
 
 
-def render(name: str, device: str, ceilings, rows: list[dict[str, Any]], summary: dict[str, Any] | None, breakdown: dict[str, Any]) -> None:
+def render(name: str, device: str, ceilings, origin: str, rows: list[dict[str, Any]], summary: dict[str, Any] | None, breakdown: dict[str, Any]) -> None:
     from rich.table import Table
 
     stdout.print(f"[bold]{name}[/] on {device}", highlight=False)
     if ceilings is not None:
         rates = ", ".join(f"{dtype} {rate:.4g} GFLOP/s" for dtype, rate in ceilings.gflops.items()) or "no matmul rate"
-        stdout.print(f"ceilings ({ceilings.device_name}, measured now): memory {ceilings.memory_gbps:.4g} GB/s; {rates}", highlight=False)
+        stdout.print(f"ceilings ({ceilings.device_name}, {origin}): memory {ceilings.memory_gbps:.4g} GB/s; {rates}", highlight=False)
     else:
         stdout.print("ceilings: not measured (no floors)", highlight=False)
     if summary is not None:

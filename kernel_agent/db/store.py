@@ -232,8 +232,14 @@ def stored_ceilings(db: Database, fingerprint: str) -> dict[str, Any] | None:
         return dict(row.data) if row is not None else None
 
 
-def store_ceilings(db: Database, fingerprint: str, data: dict[str, Any]) -> None:
+def store_ceilings(db: Database, fingerprint: str, data: dict[str, Any], replace: bool = False) -> None:
+    """Keep the first measurement per fingerprint (concurrent runs agree on one), unless `replace`."""
     from kernel_agent.db.models import DeviceCeiling
 
     with db.write() as session:
+        if replace:
+            row = session.scalar(select(DeviceCeiling).where(DeviceCeiling.fingerprint == fingerprint))
+            if row is not None:
+                row.data, row.measured_at = data, utcnow()
+                return
         insert_if_absent(session, DeviceCeiling.__table__, {"fingerprint": fingerprint, "data": data, "measured_at": utcnow()}, ["fingerprint"])
