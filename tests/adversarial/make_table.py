@@ -46,7 +46,8 @@ KNOWN_LIMITS = """
   overhead outside the timer differs between processes by 0.1-0.3 ms per call here, so an
   honest 0.2-0.4 ms torch.softmax against a 1-2 ms baseline was flagged in 7 of 16 evaluations
   with 4 rounds (what the fixtures use), and in 0 of 10 with the default 10 rounds
-  ("claimed 3.37x, the clock supports 2.32x"); flagged never means accepted silently.
+  ("claimed 3.37x, the clock supports 2.32x"); `benchmarks/timer_corroboration.py` measured
+  3 of 8 and 0 of 8 on 2026-11-30. Flagged never means accepted silently.
 - A candidate that patches the worker's serialisation path itself (full worker impersonation)
   can return forged inputs for the trusted mutation check; only output correctness and the
   trusted clock are beyond its reach.
