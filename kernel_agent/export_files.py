@@ -216,23 +216,11 @@ def _entry_function(k: ExportedKernel) -> str:
     return f'def {k.name}(*inputs):\n    """{k.problem}: candidate {k.candidate_id} of run {k.run_id}{measured}."""\n    return _call("{k.name}", inputs)\n'
 
 
-def module_test(package: str, kernel: ExportedKernel) -> str:
-    """Tests of an exported KernelBench module against its reference Model, on fresh inputs and fresh weights."""
-    env = f"{package.upper()}_FORCE_REFERENCE"
-    return f'''"""{package}.{kernel.name} (a KernelBench module) against its reference Model, with the tolerances of run {kernel.run_id}."""
+def test_checks() -> str:
+    """`tests/_checks.py` of the package: the comparison every generated test makes."""
+    return '''"""Shared by the generated tests: an output against its float64 reference (exported by kernel-agent)."""
 
-import copy
-import secrets
-
-import pytest
 import torch
-
-import {package}
-from {package} import _reference_{kernel.name} as ref
-
-KERNEL = "{kernel.name}"
-VERIFIED = {[tuple(v) for v in kernel.verified]!r}
-TOLERANCES = {kernel.tolerances!r}  # dtype -> (rtol, atol) against the float64 reference
 
 
 def outputs(value):
@@ -243,6 +231,37 @@ def available(device):
     return device == "cpu" or (device == "cuda" and torch.cuda.is_available())
 
 
+def assert_matches(got, gold, base, rtol, atol):
+    """`got` against the float64 `gold` within the tolerances; shape, dtype and device as the reference's own `base`."""
+    assert len(got) == len(base)
+    for out, expected, same_dtype in zip(got, gold, base):
+        assert out.shape == same_dtype.shape and out.dtype == same_dtype.dtype and out.device == same_dtype.device
+        torch.testing.assert_close(out.double(), expected.double(), rtol=rtol, atol=atol)
+'''
+
+
+def _test_preamble(package: str, kernel: ExportedKernel, what: str, imports: str) -> str:
+    return f'''"""{package}.{kernel.name} {what}, with the tolerances of run {kernel.run_id}."""
+
+{imports}
+import pytest
+import torch
+from _checks import assert_matches, available, outputs
+
+import {package}
+from {package} import _reference_{kernel.name} as ref
+
+KERNEL = "{kernel.name}"
+VERIFIED = {[tuple(v) for v in kernel.verified]!r}
+TOLERANCES = {kernel.tolerances!r}  # dtype -> (rtol, atol) against the float64 reference
+'''
+
+
+def module_test(package: str, kernel: ExportedKernel) -> str:
+    """Tests of an exported KernelBench module against its reference Model, on fresh inputs and fresh weights."""
+    env = f"{package.upper()}_FORCE_REFERENCE"
+    return _test_preamble(package, kernel, "(a KernelBench module) against its reference Model", "import copy\nimport secrets\n") + f'''
+
 def check(module, device, dtype):
     inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in ref.get_inputs()]
     assert {package}.implementation(KERNEL, *{package}.signature(inputs)) == "optimized"
@@ -251,11 +270,7 @@ def check(module, device, dtype):
         assert {package}.last_path(KERNEL) == "optimized"
         gold = outputs(copy.deepcopy(module.reference).double()(*[t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs]))
         base = outputs(module.reference(*inputs))
-    rtol, atol = TOLERANCES[dtype]
-    assert len(got) == len(base)
-    for out, expected, same_dtype in zip(got, gold, base):
-        assert out.shape == same_dtype.shape and out.dtype == same_dtype.dtype and out.device == same_dtype.device
-        torch.testing.assert_close(out.double(), expected.double(), rtol=rtol, atol=atol)
+    assert_matches(got, gold, base, *TOLERANCES[dtype])
 
 
 @pytest.mark.parametrize("device,dtype", VERIFIED)
@@ -290,34 +305,16 @@ def test_force_reference(monkeypatch):
 
 
 def kernel_test(package: str, kernel: ExportedKernel) -> str:
+    """Tests of an exported kernel against its reference on fresh random inputs of every verified shape."""
     env = f"{package.upper()}_FORCE_REFERENCE"
-    return f'''"""{package}.{kernel.name} against its reference on fresh random inputs, with the tolerances of run {kernel.run_id}."""
-
-import secrets
-
-import pytest
-import torch
-
-import {package}
-from {package} import _reference_{kernel.name} as ref
-
-KERNEL = "{kernel.name}"
-VERIFIED = {[tuple(v) for v in kernel.verified]!r}
-TOLERANCES = {kernel.tolerances!r}  # dtype -> (rtol, atol) against the float64 reference
-SHAPES = list(dict.fromkeys([tuple(s) if not isinstance(s, int) else (s,) for s in [*getattr(ref, "CHECK_SHAPES", []), *ref.SHAPES]]))
-
-
-def outputs(value):
-    return (value,) if isinstance(value, torch.Tensor) else tuple(value)
+    return _test_preamble(package, kernel, "against its reference on fresh random inputs", "import secrets\n") + f'''SHAPES = list(dict.fromkeys(
+    [tuple(s) if not isinstance(s, int) else (s,) for s in [*getattr(ref, "CHECK_SHAPES", []), *ref.SHAPES]]
+))  # every checked and benchmarked shape, once
 
 
 def draw(shape, dtype, device):
     generator = torch.Generator().manual_seed(secrets.randbits(62))
     return [t.to(device).contiguous() for t in ref.make_inputs(shape, getattr(torch, dtype), "cpu", generator)]
-
-
-def available(device):
-    return device == "cpu" or (device == "cuda" and torch.cuda.is_available())
 
 
 @pytest.mark.parametrize("device,dtype", VERIFIED)
@@ -333,11 +330,7 @@ def test_matches_reference(device, dtype, shape, monkeypatch):
     with torch.no_grad():
         gold = outputs(ref.reference(*[t.double() if t.is_floating_point() else t for t in inputs]))
         base = outputs(ref.reference(*inputs))
-    rtol, atol = TOLERANCES[dtype]
-    assert len(got) == len(base)
-    for out, expected, same_dtype in zip(got, gold, base):
-        assert out.shape == same_dtype.shape and out.dtype == same_dtype.dtype and out.device == same_dtype.device
-        torch.testing.assert_close(out.double(), expected.double(), rtol=rtol, atol=atol)
+    assert_matches(got, gold, base, *TOLERANCES[dtype])
 
 
 def test_force_reference(monkeypatch):
