@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from kernel_agent.cli import options as opt
 from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, read_candidate, stderr, stdout
 
 
@@ -14,14 +15,14 @@ def eval_command(
     problem: Path = typer.Argument(..., help="A problem folder (problem.py + kernel.py) or a KernelBench .py file."),
     candidate: Path = typer.Argument(..., help="The candidate kernel source file."),
     json_output: bool = typer.Option(False, "--json", help="Print exactly one JSON verdict on stdout."),
-    device: str = typer.Option("auto", help="auto, cpu or cuda."),
-    timeout: float = typer.Option(180.0, help="Wall-clock seconds for each sandboxed process."),
+    device: str = opt.DEVICE,
+    timeout: float = opt.TIMEOUT,
     backend: str = typer.Option(None, help="triton, cuda, cpp or torch (detected from the source when omitted)."),
-    min_gain: float = typer.Option(0.02, help="Accept as faster only when the 95% interval's low end clears 1 + MIN_GAIN."),
+    min_gain: float = opt.MIN_GAIN,
     isolation: str = typer.Option("auto", help="auto, bwrap, unshare or process."),
-    sandbox: Path = typer.Option(Path("sandbox"), help="Folder for per-evaluation work dirs."),
+    sandbox: Path = opt.SANDBOX,
     keep: bool = typer.Option(False, help="Keep the work dir for inspection."),
-    threads: int = typer.Option(None, min=1, help="CPU threads for kernels and timing, the same for baseline and candidate (default: all cores)."),
+    threads: int = opt.THREADS,
 ) -> None:
     """Verify and time one candidate against a problem's baseline."""
     import torch
