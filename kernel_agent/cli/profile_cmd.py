@@ -1,8 +1,9 @@
-"""`kernel-agent profile PROBLEM [--candidate FILE]`: where a kernel stands against the machine's limits.
+"""`kernel-agent profile PROBLEM [--candidate FILE|ID]`: where a kernel stands against the machine's limits.
 
-Ceilings (the ones stored for this device, as `optimize` uses them), work counts and roofline floors per benchmark shape, the
-baseline's (or a candidate's) verified timing as a fraction of the floor, and a
-torch.profiler breakdown (the candidate's from inside its sandbox).
+Ceilings (the ones stored for this device fingerprint, which `optimize` uses too), work
+counts and roofline floors per benchmark shape, the baseline's (or a candidate's) verified
+timing as a fraction of the floor, and a torch.profiler breakdown (the candidate's from
+inside its sandbox).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from kernel_agent.cli.options import DB, THREADS, open_db
 
 def profile_command(
     problem: Path = typer.Argument(..., help="A problem folder (problem.py + kernel.py) or a KernelBench .py file."),
-    candidate: str = typer.Option(None, "--candidate", help="Time this candidate (a file, or a candidate id from the database; verified in the sandbox) instead of the baseline against itself."),
+    candidate: str | None = typer.Option(None, "--candidate", help="Time this candidate (a file, or a candidate id in the database; verified in the sandbox) instead of the baseline against itself."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     ceilings: bool = typer.Option(True, "--ceilings/--no-ceilings", help="Show the bandwidth and matmul rates stored for this device (measured and stored the first time; needed for floors)."),
     remeasure: bool = typer.Option(False, "--remeasure", help="Measure the ceilings again now and replace the stored ones."),
