@@ -3,6 +3,7 @@ variations of problem files) and the stored-verdict decoder."""
 
 from __future__ import annotations
 
+import ast
 import json
 import tempfile
 from pathlib import Path
@@ -10,7 +11,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kernel_agent.backends.checks import defines
 from kernel_agent.problem import ProblemError, load_problem
+from kernel_agent.providers.parse import _extract
 from kernel_agent.verdict import Verdict
 
 FUZZ = settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -105,3 +108,20 @@ def test_verdict_decoder_raises_only_value_or_type_error(data: object) -> None:
         return
     again = Verdict.from_dict(json.loads(verdict.to_json()))
     assert again == verdict
+
+
+REPLY_PIECES = ["```", "```python\n", "```py\n", "```cpp\n", "~~~", "\n", "\r\n", "def kernel(x):\n", "    return x\n", "kernel = 1\n",
+                "class ModelNew:\n    pass\n", "import torch\n", "(", ":", "\x00", "é", "    "]
+replies = st.one_of(st.text(max_size=400), st.lists(st.one_of(st.sampled_from(REPLY_PIECES), st.text(max_size=12)), max_size=40).map("".join))
+
+
+@FUZZ
+@given(replies, st.sampled_from(["kernel", "ModelNew"]))
+def test_reply_parser_gives_a_module_or_a_one_line_reason(reply: str, entry_point: str) -> None:
+    """The parser itself (`_extract`, without `extract_candidate`'s last-resort guard) never raises."""
+    source, reason = _extract(reply, entry_point)
+    assert (source is None) != (reason is None)
+    if source is not None:
+        assert defines(ast.parse(source), entry_point)  # what reaches the sandbox defines the entry point
+    else:
+        assert reason and "\n" not in reason
