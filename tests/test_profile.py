@@ -301,6 +301,20 @@ def test_ceilings_are_stored_once_per_fingerprint_and_remeasured_on_request(tmp_
     assert origin == "measured now and stored" and other.fingerprint != first.fingerprint  # another thread count, another machine
 
 
+def test_profile_cli_ceilings_alone(tmp_path: Path) -> None:
+    """`kernel-agent profile --device cpu --ceilings`: no problem needed; the second call reads what the first stored."""
+    args = ["profile", "--device", "cpu", "--ceilings", "--threads", "1", "--db", str(tmp_path / "runs.db")]
+    first = CliRunner().invoke(cli_app(), [*args, "--json"])
+    assert first.exit_code == 0, first.output
+    measured = json.loads(first.stdout)
+    assert measured["device"] == "cpu" and measured["ceilings_origin"] == "measured now and stored" and measured["ceilings"]["memory_gbps"] > 0
+    second = CliRunner().invoke(cli_app(), args)
+    assert second.exit_code == 0 and "stored, measured" in second.stdout and "1 threads" in second.stdout
+    assert f"memory {measured['ceilings']['memory_gbps']:.4g} GB/s" in second.stdout
+    nothing = CliRunner().invoke(cli_app(), ["profile", "--no-ceilings", "--db", str(tmp_path / "runs.db")])
+    assert nothing.exit_code == 2 and "give a PROBLEM" in nothing.output
+
+
 @pytest.mark.slow
 def test_profile_cli_json_on_cpp_softmax(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli_app(), ["profile", str(EXAMPLES / "cpp_softmax"), "--json", "--db", str(tmp_path / "runs.db")])

@@ -22,7 +22,7 @@ from kernel_agent.cli.options import DB, THREADS, open_db
 
 
 def profile_command(
-    problem: Path = typer.Argument(..., help="A problem folder (problem.py + kernel.py) or a KernelBench .py file."),
+    problem: Path | None = typer.Argument(None, help="A problem folder (problem.py + kernel.py) or a KernelBench .py file; without one, only the ceilings."),
     candidate: str | None = typer.Option(None, "--candidate", help="Time this candidate (a file, or a candidate id in the database; verified in the sandbox) instead of the baseline against itself."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     ceilings: bool = typer.Option(True, "--ceilings/--no-ceilings", help="Show the bandwidth and matmul rates stored for this device (measured and stored the first time; needed for floors)."),
@@ -42,14 +42,19 @@ def profile_command(
         fail(f"--device must be auto, cpu or cuda, not {device!r}")
     if device == "cuda" and not torch.cuda.is_available():
         fail("--device cuda: no CUDA device is visible here; use --device cpu or auto")
+    threads = threads or EvalOptions().threads
+    if problem is None:
+        if not ceilings or candidate is not None:
+            fail("give a PROBLEM to profile (without one, profile shows the device's ceilings)")
+        where = "cpu" if device == "cpu" or not torch.cuda.is_available() else "cuda"
+        show_ceilings(where, *device_ceilings(db, where, threads, remeasure), json_output)
+        raise typer.Exit(EXIT_OK)
     try:
         loaded = load_problem(problem)
     except ProblemError as exc:
         fail(str(exc))
     source = None if candidate is None else candidate_source(candidate, loaded.name, db)
     where = run_device(loaded, device)
-
-    threads = threads or EvalOptions().threads
     measured, origin = device_ceilings(db, where, threads, remeasure) if ceilings else (None, "")
 
     role = "candidate" if source is not None else "baseline"
@@ -159,15 +164,30 @@ def _fmt(value: Any, unit: str = "") -> str:
     return str(value)
 
 
+def show_ceilings(device: str, ceilings, origin: str, json_output: bool) -> None:
+    """`profile --ceilings` without a problem: the device's ceilings alone."""
+    from kernel_agent.profile import ceilings_to_dict
+
+    if ceilings is None:
+        fail(f"no ceilings for {device}")
+    if json_output:
+        sys.stdout.write(json.dumps({"device": device, "ceilings": ceilings_to_dict(ceilings), "ceilings_origin": origin}) + "\n")
+    else:
+        stdout.print(ceilings_line(ceilings, origin), highlight=False)
+
+
+def ceilings_line(ceilings, origin: str) -> str:
+    if ceilings is None:
+        return "ceilings: not measured (no floors)"
+    rates = ", ".join(f"{dtype} {rate:.4g} GFLOP/s" for dtype, rate in ceilings.gflops.items()) or "no matmul rate"
+    return f"ceilings ({ceilings.device_name}, {ceilings.fingerprint.split(' | ')[-1]}, {origin}): memory {ceilings.memory_gbps:.4g} GB/s; {rates}"
+
+
 def render(name: str, device: str, ceilings, origin: str, rows: list[dict[str, Any]], summary: dict[str, Any] | None, breakdown: dict[str, Any]) -> None:
     from rich.table import Table
 
     stdout.print(f"[bold]{name}[/] on {device}", highlight=False)
-    if ceilings is not None:
-        rates = ", ".join(f"{dtype} {rate:.4g} GFLOP/s" for dtype, rate in ceilings.gflops.items()) or "no matmul rate"
-        stdout.print(f"ceilings ({ceilings.device_name}, {origin}): memory {ceilings.memory_gbps:.4g} GB/s; {rates}", highlight=False)
-    else:
-        stdout.print("ceilings: not measured (no floors)", highlight=False)
+    stdout.print(ceilings_line(ceilings, origin), highlight=False)
     if summary is not None:
         speed = f", speedup {summary['speedup']:.3f}x" if summary.get("speedup") is not None else ""
         stdout.print(f"timing: {summary['role']} verdict {summary['status']}{speed}", highlight=False)
