@@ -156,7 +156,7 @@ def write_package(out: Path, package: str, run_id: int, kernels: list[files.Expo
     (out / "pyproject.toml").write_text(files.pyproject(package, kernels, run_id))
     (pkg / "__init__.py").write_text(files.registry(package, kernels, run_id))
     (pkg / "_cpp.py").write_text(files.cpp_loader(package))
-    (out / "tests" / "_checks.py").write_text(files.test_checks())
+    (out / "tests" / "_checks.py").write_text(files.checks_module())
     for k in kernels:
         # `_kernel_` prefix: a submodule named like the function would replace it on import.
         (pkg / f"_kernel_{k.name}.py").write_text(f"# {k.problem}: candidate {k.candidate_id} of run {k.run_id} (exported by kernel-agent)\n" + k.source)

@@ -216,7 +216,7 @@ def _entry_function(k: ExportedKernel) -> str:
     return f'def {k.name}(*inputs):\n    """{k.problem}: candidate {k.candidate_id} of run {k.run_id}{measured}."""\n    return _call("{k.name}", inputs)\n'
 
 
-def test_checks() -> str:
+def checks_module() -> str:
     """`tests/_checks.py` of the package: the comparison every generated test makes."""
     return '''"""Shared by the generated tests: an output against its float64 reference (exported by kernel-agent)."""
 

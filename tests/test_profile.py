@@ -281,23 +281,23 @@ def cli_app() -> typer.Typer:
 
 
 def test_ceilings_are_stored_once_per_fingerprint_and_remeasured_on_request(tmp_path: Path) -> None:
-    from kernel_agent.cli.profile_cmd import device_ceilings
+    from kernel_agent.cli.profile_cmd import profile_ceilings
 
     db = str(tmp_path / "runs.db")
-    first, origin = device_ceilings(db, "cpu", 1, remeasure=False)
+    first, origin = profile_ceilings(db, "cpu", 1, remeasure=False)
     assert origin == "measured now and stored" and first.fingerprint == fingerprint_key("cpu", threads=1)
-    again, origin = device_ceilings(db, "cpu", 1, remeasure=False)
+    again, origin = profile_ceilings(db, "cpu", 1, remeasure=False)
     assert origin.startswith("stored, measured ") and again == first  # what optimize would use: the first measurement
     time.sleep(1.1)  # measured_at has one-second resolution
-    fresh, origin = device_ceilings(db, "cpu", 1, remeasure=True)
+    fresh, origin = profile_ceilings(db, "cpu", 1, remeasure=True)
     assert origin == "measured now and stored" and fresh.measured_at > first.measured_at
-    stored, _ = device_ceilings(db, "cpu", 1, remeasure=False)
+    stored, _ = profile_ceilings(db, "cpu", 1, remeasure=False)
     assert stored == fresh  # replaced, not added
     import sqlite3
 
     with sqlite3.connect(tmp_path / "runs.db") as connection:
         assert connection.execute("select count(*) from device_ceilings").fetchone() == (1,)
-    other, origin = device_ceilings(db, "cpu", 2, remeasure=False)
+    other, origin = profile_ceilings(db, "cpu", 2, remeasure=False)
     assert origin == "measured now and stored" and other.fingerprint != first.fingerprint  # another thread count, another machine
 
 

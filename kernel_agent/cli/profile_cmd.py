@@ -47,7 +47,7 @@ def profile_command(
         if not ceilings or candidate is not None:
             fail("give a PROBLEM to profile (without one, profile shows the device's ceilings)")
         where = "cpu" if device == "cpu" or not torch.cuda.is_available() else "cuda"
-        show_ceilings(where, *device_ceilings(db, where, threads, remeasure), json_output)
+        show_ceilings(where, *profile_ceilings(db, where, threads, remeasure), json_output)
         raise typer.Exit(EXIT_OK)
     try:
         loaded = load_problem(problem)
@@ -55,7 +55,7 @@ def profile_command(
         fail(str(exc))
     source = None if candidate is None else candidate_source(candidate, loaded.name, db)
     where = run_device(loaded, device)
-    measured, origin = device_ceilings(db, where, threads, remeasure) if ceilings else (None, "")
+    measured, origin = profile_ceilings(db, where, threads, remeasure) if ceilings else (None, "")
 
     role = "candidate" if source is not None else "baseline"
     if source is None:
@@ -127,7 +127,7 @@ def candidate_source(candidate: str, kernel: str, db: str | None) -> str:
     return found["source"]
 
 
-def device_ceilings(db: str | None, device: str, threads: int | None, remeasure: bool) -> tuple[Any, str]:
+def profile_ceilings(db: str | None, device: str, threads: int | None, remeasure: bool) -> tuple[Any, str]:
     """The ceilings `optimize` uses for this device fingerprint (stored once in the database),
     and where they came from. Without the database packages (the GPU machine) they are
     measured now and not stored."""
