@@ -151,13 +151,24 @@ class Ceilings:
     device: str = "cpu"
 
     def peak_gflops(self, dtype: str) -> tuple[float | None, str | None]:
-        """The matmul rate for `dtype`; an unmeasured dtype falls back to the fastest measured one (an optimistic ceiling)."""
-        if dtype in self.gflops and self.gflops[dtype] > 0:
-            return self.gflops[dtype], dtype
+        """The fastest measured matmul rate a `dtype` kernel could use, and its dtype.
+
+        A kernel may compute in a wider type than its inputs (bfloat16 data through float32
+        FMAs: torch's own CPU bfloat16 matmul runs ~100x slower than its float32 one here), so
+        every measured dtype at least as wide counts. With none measured, the fastest rate of
+        any dtype stands in: an optimistic ceiling, never one a real kernel can beat."""
         if not self.gflops:
             return None, None
-        best = max(self.gflops, key=lambda d: self.gflops[d])
+        width = _bits(dtype)
+        usable = [d for d in self.gflops if width is None or (_bits(d) or 0) >= width] or list(self.gflops)
+        best = max(usable, key=lambda d: (self.gflops[d], d == dtype))
         return self.gflops[best], best
+
+
+def _bits(dtype: str) -> int | None:
+    """Bits per element of a torch dtype name; None for a name torch does not know."""
+    found = getattr(torch, dtype, None)
+    return found.itemsize * 8 if isinstance(found, torch.dtype) else None
 
 
 def fingerprint_key(device: str, threads: int | None = None) -> str:

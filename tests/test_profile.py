@@ -161,6 +161,16 @@ def test_unmeasured_dtype_uses_the_fastest_measured_rate() -> None:
     assert line["peak_dtype"] == "float32" and line["bound"] == "compute"
 
 
+def test_a_narrow_dtype_may_use_a_wider_dtypes_faster_rate() -> None:
+    cpu = Ceilings(fingerprint="cpu", device_name="cpu", memory_gbps=30.0, gflops={"float32": 180.0, "bfloat16": 1.35})
+    assert cpu.peak_gflops("bfloat16") == (180.0, "float32")  # bfloat16 data through float32 FMAs
+    assert cpu.peak_gflops("float32") == (180.0, "float32")
+    gpu = Ceilings(fingerprint="gpu", device_name="gpu", memory_gbps=4000.0, gflops={"float32": 50_000.0, "float16": 700_000.0, "bfloat16": 700_000.0})
+    assert gpu.peak_gflops("float32") == (50_000.0, "float32")  # no TF32 or half precision for float32 data
+    assert gpu.peak_gflops("bfloat16") == (700_000.0, "bfloat16")
+    assert gpu.peak_gflops("float64")[0] == 700_000.0  # unmeasured and nothing wider: the optimistic stand-in
+
+
 def test_fraction_of_floor_and_the_faster_than_floor_flag() -> None:
     assert fraction_of_floor(2.0, 0.5) == pytest.approx(0.25)
     assert fraction_of_floor(0.5, 0.5) == pytest.approx(1.0)
