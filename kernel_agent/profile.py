@@ -157,12 +157,18 @@ class Ceilings:
         FMAs: torch's own CPU bfloat16 matmul runs ~100x slower than its float32 one here), so
         every measured dtype at least as wide counts. With none measured, the fastest rate of
         any dtype stands in: an optimistic ceiling, never one a real kernel can beat."""
-        if not self.gflops:
-            return None, None
-        width = _bits(dtype)
-        usable = [d for d in self.gflops if width is None or (_bits(d) or 0) >= width] or list(self.gflops)
-        best = max(usable, key=lambda d: (self.gflops[d], d == dtype))
-        return self.gflops[best], best
+        return peak_rate(self.gflops, dtype)
+
+
+def peak_rate(gflops: dict[str, float], dtype: str) -> tuple[float | None, str | None]:
+    """`Ceilings.peak_gflops` over a plain dtype -> GFLOP/s mapping (the report's stored copy)."""
+    measured = {d: r for d, r in gflops.items() if r > 0}
+    if not measured:
+        return None, None
+    width = _bits(dtype)
+    usable = [d for d in measured if width is None or (_bits(d) or 0) >= width] or list(measured)
+    best = max(usable, key=lambda d: (measured[d], d == dtype))
+    return measured[best], best
 
 
 def _bits(dtype: str) -> int | None:

@@ -113,11 +113,11 @@ class Roofline:
     points: list[RooflinePoint]
 
     def roof(self, dtype: str) -> tuple[float, str]:
-        """The compute roof for a dtype (an unmeasured dtype gets the fastest measured rate: optimistic)."""
-        if self.gflops.get(dtype, 0) > 0:
-            return self.gflops[dtype], dtype
-        best = max(self.gflops, key=lambda d: self.gflops[d])
-        return self.gflops[best], best
+        """The compute roof for a dtype, by the rule the floors were computed with."""
+        from kernel_agent.profile import peak_rate
+
+        peak, used = peak_rate(self.gflops, dtype)
+        return float(peak or 0.0), str(used or dtype)
 
 
 def roofline_data(kernels: list[KernelRecord]) -> list[Roofline]:
