@@ -2,13 +2,15 @@
 
 The browser must see no console errors and no network request other than the
 file:// page itself (no CDN, no fonts, no remote images); a screenshot is kept
-in the test's tmp dir and in benchmarks/results/report-screenshot.png.
+in the test's tmp dir, and copied to benchmarks/results/report-screenshot.png only when
+KERNEL_AGENT_SAVE_SCREENSHOT=1 (a plain test run leaves the tracked tree alone).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -139,8 +141,8 @@ def test_report_loads_offline_in_chromium(report: Path, tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
     (tmp_path / "report-screenshot.png").write_bytes(shot)
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(tmp_path / "report-screenshot.png", SCREENSHOT)
+    if os.environ.get("KERNEL_AGENT_SAVE_SCREENSHOT") == "1":
+        shutil.copyfile(tmp_path / "report-screenshot.png", SCREENSHOT)
     assert shot.startswith(b"\x89PNG") and len(shot) > 10_000
     assert errors == [], errors
     assert requests and set(requests) == {url}, requests
