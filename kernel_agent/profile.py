@@ -155,8 +155,8 @@ class Ceilings:
 
         A kernel may compute in a wider type than its inputs (bfloat16 data through float32
         FMAs: torch's own CPU bfloat16 matmul runs ~100x slower than its float32 one here), so
-        every measured dtype at least as wide counts. With none measured, the fastest rate of
-        any dtype stands in: an optimistic ceiling, never one a real kernel can beat."""
+        every measured dtype at least as wide counts. With none of those measured, the fastest
+        rate of any dtype stands in (an optimistic ceiling: a floor too low, never too high)."""
         return peak_rate(self.gflops, dtype)
 
 

@@ -131,7 +131,7 @@ def profile_ceilings(db: str | None, device: str, threads: int | None, remeasure
     """The ceilings `optimize` uses for this device fingerprint (stored once in the database),
     and where they came from. Without the database packages (the GPU machine) they are
     measured now and not stored."""
-    from kernel_agent.profile import ProfileError, fingerprint_key, measure_ceilings
+    from kernel_agent.profile import ProfileError, ceilings_from_dict, fingerprint_key, measure_ceilings
 
     try:
         try:
@@ -142,10 +142,11 @@ def profile_ceilings(db: str | None, device: str, threads: int | None, remeasure
             return measure_ceilings(device, threads=threads), f"measured now, not stored ({exc.name} is not installed)"
         database = open_db(db)
         known = None if remeasure else store.stored_ceilings(database, fingerprint_key(device, threads))
-        if known is None:
-            stderr.print(f"measuring {device} ceilings (stored for later runs) ...", highlight=False)
-        found = stored_or_measured(database, {device}, threads, remeasure=remeasure)[device]
-        return found, (f"stored, measured {found.measured_at}; --remeasure to refresh" if known is not None else "measured now and stored")
+        if known is not None:
+            found = ceilings_from_dict(known)
+            return found, f"stored, measured {found.measured_at}; --remeasure to refresh"
+        stderr.print(f"measuring {device} ceilings (stored for later runs) ...", highlight=False)
+        return stored_or_measured(database, {device}, threads, remeasure=remeasure)[device], "measured now and stored"
     except (ProfileError, RuntimeError, ValueError) as exc:
         stderr.print(f"[yellow]warning:[/] no ceilings: {exc}", highlight=False)
         return None, ""
