@@ -19,17 +19,17 @@ from pathlib import Path
 
 import torch
 
-from kernel_agent import tensorfile
 from kernel_agent.backends import detect_backend, get_backend
 from kernel_agent.backends.base import BuildContext, BuildFailed, Prepared
 from kernel_agent.backends.checks import defines
 from kernel_agent.cases import CaseMaker, CaseSpec, check_plan, fresh_seed
 from kernel_agent.environment import fingerprint
 from kernel_agent.gate import DeviceGate, NoGate
-from kernel_agent.measure import TimingFailure, measure_speedup
+from kernel_agent.measure import TimingFailure, TimingJob, measure_speedup
 from kernel_agent.problem import Problem
-from kernel_agent.sandbox.isolation import Isolation, Limits, UntrustedFileError, probe, read_untrusted
+from kernel_agent.sandbox.isolation import Isolation, Limits, probe, write_trusted
 from kernel_agent.sandbox.session import WorkerFailure, WorkerSession, WorkerSpec
+from kernel_agent.sandbox.shm import nbytes
 from kernel_agent.timing import DEFAULT_MIN_GAIN, SANITY_SPEEDUP
 from kernel_agent.verdict import Verdict
 from kernel_agent.verify import Tolerance, compare
@@ -87,6 +87,7 @@ class Evaluation:
         self.device = run_device(problem, options.device)
         self.isolation: Isolation = probe(options.isolation)
         self.durations: dict[str, float] = {}
+        self.accounts: dict[str, dict] = {}  # CPU per phase of each side's sandbox, measured from outside
         self.workdir = (options.sandbox_root / f"{problem.name}-{uuid.uuid4().hex[:12]}").resolve()
         self.verdict = Verdict(
             status="rejected",
@@ -119,22 +120,21 @@ class Evaluation:
     def _run(self) -> None:
         gate, verdict = self.options.gate, self.verdict
         with gate.shared(self.device):  # compiles and checks may overlap other evaluations'
-            prepared, maker, cases, candidate_path = self._prepare()
-            self.cases = cases
+            prepared, maker, plan, candidate_path = self._prepare()
             spec = self._spec("candidate", candidate_path, self.problem.entry_point, prepared, maker)
             candidate = WorkerSession(spec, self.workdir, self.isolation, self.options.limits, time.monotonic() + self.options.timeout)
-            candidate.start()
         try:
             with gate.shared(self.device):
                 started = time.perf_counter()
                 try:
-                    candidate.receive()
+                    candidate.start()
+                    candidate.load()
                 finally:
                     verdict.candidate_output = candidate.log_tail()
                 self._phase("sandbox_start", started)
                 started = time.perf_counter()
                 try:
-                    self._verify(candidate, cases)
+                    self._verify(candidate, maker, plan)
                 finally:
                     verdict.candidate_output = candidate.log_tail()
                 self._phase("verification", started)
@@ -147,7 +147,7 @@ class Evaluation:
             with gate.exclusive(self.device):  # nothing else runs on this device while it is timed
                 candidate.deadline += time.monotonic() - waiting  # waiting for the device is not the candidate's time
                 started = time.perf_counter()
-                self._time(candidate, maker, prepared)
+                self._time(candidate, maker, plan)
                 self._phase("timing", started)
                 if self.options.profile == "always" or (self.options.profile == "faster" and verdict.status in ("faster", "flagged")):
                     started = time.perf_counter()
@@ -155,9 +155,11 @@ class Evaluation:
                     self._phase("profile", started)
         finally:
             candidate.close()
+            self.accounts["candidate"] = candidate.accounting.to_json()
+            verdict.accounting = dict(self.accounts)
 
-    def _prepare(self) -> tuple[Prepared, CaseMaker, list, Path]:
-        """Static checks, trusted build, inputs and references: everything before the candidate runs."""
+    def _prepare(self) -> tuple[Prepared, CaseMaker, list[CaseSpec], Path]:
+        """Static checks, trusted build and the check plan: everything before the candidate runs."""
         problem, verdict = self.problem, self.verdict
         backend_name = self.options.backend or detect_backend(self.source)
         backend = get_backend(backend_name)
@@ -179,7 +181,7 @@ class Evaluation:
         if backend_name == "cuda" and self.device != "cuda":
             raise EvaluationError("rejected", "a CUDA (load_inline) candidate needs a CUDA device; none is available here")
         candidate_path = self.workdir / "candidate.py"
-        candidate_path.write_text(self.source)
+        write_trusted(candidate_path, self.source.encode())
         try:
             prepared = backend.prepare(self.source, self.device, self.workdir, self._build_context())
         except BuildFailed as exc:
@@ -188,9 +190,9 @@ class Evaluation:
         self._phase("compile", started)
         started = time.perf_counter()
         maker = CaseMaker(problem, self.device)
-        cases = self._write_cases(maker, self._plan(prepared))
+        plan = self._plan(prepared)
         self._phase("reference", started)
-        return prepared, maker, cases, candidate_path
+        return prepared, maker, plan, candidate_path
 
     def _plan(self, prepared: Prepared) -> list[CaseSpec]:
         # The interpreter runs each program instance in numpy: fewer seeds per shape, still every shape and distribution.
@@ -216,53 +218,46 @@ class Evaluation:
         self.verdict.tolerances[dtype] = vars(tol)
         return tol
 
-    def _write_cases(self, maker: CaseMaker, plan: list[CaseSpec]) -> list[tuple[CaseSpec, str, tuple, tuple, list]]:
-        (self.workdir / "cases").mkdir()
-        cases = []
+    def _spec(self, role: str, source: Path, entry: str, prepared: Prepared, maker: CaseMaker) -> WorkerSpec:
+        state = None
+        if self.problem.kind == "kernelbench":
+            names, tensors = maker.state()
+            state = (names, tensors, maker.init_args)
+        env = {"OMP_NUM_THREADS": str(self.options.threads), "TORCHINDUCTOR_COMPILE_THREADS": "1", **prepared.env}
+        # Neither side reads the problem's folder: the baseline's source is copied into the work dir
+        # (a private folder, mode 0700, would hide the work dir below it from the sandbox uid).
+        masked = (self._problem_dir(), self.options.sandbox_root.resolve())
+        return WorkerSpec(role, source, entry, self.device, self.options.threads, env, prepared.extra_ro, masked, state)
+
+    def _problem_dir(self) -> Path:
+        return self.problem.path if self.problem.path.is_dir() else self.problem.path.parent
+
+    def _check_call(self, side: WorkerSession, inputs: list[torch.Tensor], poison_bytes: int, out_bytes: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """One check call: the outputs and the inputs as the kernel left them, read from the frozen worker."""
+        reply = side.request({"cmd": "check", "poison_bytes": poison_bytes, **side.place(inputs)}, "check")
+        refs = side.output_refs(reply, "outputs")
+        devices = sorted({ref.device for ref in refs})
+        if any(d != self.device for d in devices):
+            raise EvaluationError("incorrect", f"outputs on {devices}, expected {self.device}")
+        returned = side.read(side.output_refs(reply, "inputs"), nbytes(inputs))
+        return side.read(refs, out_bytes), returned
+
+    def _verify(self, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]) -> None:
+        """Every check case, streamed: one case's inputs and references alive at a time."""
+        self.output_bytes: dict[tuple, int] = {}
         for index, case in enumerate(plan):
             inputs = maker.inputs(case.shape, case.dtype, case.distribution, case.seed)
             gold, base = maker.reference(inputs)
-            name = f"cases/{index}.in"
-            output_nbytes = sum(b.numel() * b.element_size() for b in base)
-            tensorfile.write(self.workdir / name, inputs, {"output_nbytes": output_nbytes})
-            cases.append((case, name, gold, base, inputs))
-        return cases
-
-    def _spec(self, role: str, source: Path, entry: str, prepared: Prepared, maker: CaseMaker) -> WorkerSpec:
-        init_file = state_file = None
-        if self.problem.kind == "kernelbench":
-            names, tensors = maker.state()
-            init_file, state_file = "init.json", "state.bin"
-            if not (self.workdir / state_file).exists():
-                import json
-
-                (self.workdir / init_file).write_text(json.dumps(maker.init_args))
-                tensorfile.write(self.workdir / state_file, tensors, {"names": names})
-        env = {"OMP_NUM_THREADS": str(self.options.threads), **prepared.env}
-        problem_dir = self.problem.path if self.problem.path.is_dir() else self.problem.path.parent
-        if role == "baseline":
-            extra_ro, masked = prepared.extra_ro + (problem_dir,), (self.options.sandbox_root.resolve(),)
-        else:
-            # The candidate must not read the problem (its reference and input maker) or other work dirs.
-            extra_ro, masked = prepared.extra_ro, (problem_dir, self.options.sandbox_root.resolve())
-        return WorkerSpec(role, source, entry, self.device, self.options.threads, env, extra_ro, init_file, state_file, masked)
-
-    def _verify(self, candidate: WorkerSession, cases: list[tuple[CaseSpec, str, tuple, tuple, list]]) -> None:
-        for index, (case, name, gold, base, inputs) in enumerate(cases):
-            repeat = 2 if index == 0 else 1
-            try:
-                reply = candidate.request({"cmd": "check", "inputs": name, "output": f"out/case{index}", "repeat": repeat})
-            except WorkerFailure as exc:
-                raise WorkerFailure(exc.status, f"{case.label()}: {exc.reason}") from None
-            files = reply.get("files", [])
-            if not isinstance(files, list) or len(files) != repeat:
-                raise EvaluationError("rejected", "worker reply names the wrong number of output files")
+            self.output_bytes[(tuple(case.shape), case.dtype)] = nbytes(base)
             runs = []
-            for file in files:
-                outputs, returned_inputs = self._read_outputs(file, base, inputs)
-                if len(returned_inputs) != len(inputs):
+            for repeat in range(2 if index == 0 else 1):
+                try:
+                    outputs, returned = self._check_call(candidate, inputs, nbytes(base) * (repeat + 1), nbytes(base))
+                except WorkerFailure as exc:
+                    raise WorkerFailure(exc.status, f"{case.label()}: {exc.reason}") from None
+                if len(returned) != len(inputs):
                     raise EvaluationError("rejected", f"{case.label()}: the worker did not return the inputs for the trusted mutation check")
-                for j, (after, before) in enumerate(zip(returned_inputs, inputs)):
+                for j, (after, before) in enumerate(zip(returned, inputs)):
                     if after.dtype != before.dtype or after.shape != before.shape or not torch.equal(after, before):
                         raise EvaluationError("incorrect", f"{case.label()}: input {j} was modified by the kernel (found by the trusted side's bitwise comparison)")
                 runs.append(outputs)
@@ -272,48 +267,36 @@ class Evaluation:
             if not result.passed:
                 assert result.mismatch is not None
                 raise EvaluationError("incorrect", f"{case.label()}: {result.mismatch.line()}")
-            if repeat == 2 and not all(torch.equal(a, b) for a, b in zip(runs[0], runs[1])):
+            if len(runs) == 2 and not all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(runs[0], runs[1])):
                 raise EvaluationError("incorrect", f"{case.label()}: two runs on the same input gave different bits (nondeterministic or reads uninitialised memory)")
 
-    def _read_outputs(self, name: object, base: tuple, inputs: list | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Outputs (and, for check calls, the inputs as the kernel left them) from a sandbox-written file.
-
-        The file is opened without following links, must be a regular file (a FIFO would block
-        this process forever) and is size-capped before it is read.
-        """
-        in_bytes = sum(t.numel() * t.element_size() for t in inputs or [])
-        limit = 4 * (sum(b.numel() * b.element_size() for b in base) + in_bytes) + (1 << 20)
-        if not isinstance(name, str):
-            raise EvaluationError("rejected", "worker named an output file that is not a string")
-        path = self.workdir / name
-        if path.parent != self.workdir / "out":
-            raise EvaluationError("rejected", "worker named an output file outside its output folder")
-        try:
-            tensors, meta = tensorfile.decode(read_untrusted(path, limit), max_bytes=limit)
-        except (tensorfile.TensorFileError, UntrustedFileError) as exc:
-            raise EvaluationError("rejected", f"unreadable output file: {exc}") from None
-        count = meta.get("outputs", len(tensors))
-        if not isinstance(count, int) or not 0 <= count <= len(tensors):
-            raise EvaluationError("rejected", "output file holds a malformed output count")
-        devices = meta.get("devices", [])
-        if devices and any(d != self.device for d in devices):
-            raise EvaluationError("incorrect", f"outputs on {devices}, expected {self.device}")
-        return tensors[:count], tensors[count:]
-
-    def _time(self, candidate: WorkerSession, maker: CaseMaker, prepared: Prepared) -> None:
+    def _time(self, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]) -> None:
         problem, options, verdict = self.problem, self.options, self.verdict
-        baseline_spec = self._spec("baseline", problem.baseline_path, "Model" if problem.kind == "kernelbench" else "kernel", self._baseline_prepared(), maker)
+        baseline_path = self.workdir / "baseline.py"
+        write_trusted(baseline_path, problem.baseline_source.encode())
+        baseline_spec = self._spec("baseline", baseline_path, "Model" if problem.kind == "kernelbench" else "kernel", self._baseline_prepared(), maker)
         deadline = time.monotonic() + options.timeout
         with WorkerSession(baseline_spec, self.workdir, self.isolation, options.limits, deadline) as baseline:
             try:
-                baseline.receive()
-                self._replay_checks(baseline)
+                baseline.load()
+                self._replay_checks(baseline, maker, plan)
             except WorkerFailure as exc:
                 raise EvaluationError("runtime_error", f"the baseline itself failed: {exc.reason}") from None
+            configs = [(tuple(shape), dtype) for dtype in problem.dtypes for shape in problem.shapes]
+            missing = [c for c in configs if c not in self.output_bytes]
+            if missing:
+                raise EvaluationError("rejected", f"no checked case for shape {list(missing[0][0])} {missing[0][1]}: cannot audit its timed outputs")
+            job = TimingJob(
+                configs=configs, maker=maker, candidate=candidate, baseline=baseline, device=self.device, threads=options.threads,
+                rounds=options.rounds, target_block_ms=options.target_block_ms, audit_fraction=options.audit_fraction,
+                timeout=options.timeout, tolerance=self._tolerance, output_bytes=self.output_bytes,
+            )
             try:
-                estimate, reasons = measure_speedup(self, maker, candidate, baseline)
+                estimate, reasons = measure_speedup(job)
             except TimingFailure as exc:
                 raise EvaluationError(exc.status, exc.reason) from None
+            finally:
+                self.accounts["baseline"] = baseline.accounting.to_json()
         verdict.timing = estimate
         speedup, (low, high) = estimate["speedup"], estimate["speedup_ci"]
         verdict.speedup, verdict.speedup_ci = speedup, [low, high]
@@ -334,10 +317,9 @@ class Evaluation:
         from kernel_agent.op_profile import sanitize
 
         shape, dtype = self.problem.shapes[0], self.problem.dtypes[0]
-        name = "timing/profile.in"  # the timing folder: written by this process only
-        tensorfile.write(self.workdir / name, maker.inputs(shape, dtype, "normal", fresh_seed()))
+        inputs = maker.inputs(shape, dtype, "normal", fresh_seed())
         try:
-            reply = candidate.request({"cmd": "profile", "inputs": name, "calls": self.options.profile_calls})
+            reply = candidate.request({"cmd": "profile", "calls": self.options.profile_calls, **candidate.place(inputs)}, "profile")
         except WorkerFailure as exc:
             self.verdict.profile = {"error": f"profile unavailable: {exc.reason}"[:300]}
             return
@@ -347,11 +329,14 @@ class Evaluation:
             return
         self.verdict.profile = {"shape": list(shape), "dtype": dtype, **breakdown, "reported_by": "the candidate's sandboxed process"}
 
-    def _replay_checks(self, baseline: WorkerSession) -> None:
-        """Give the baseline's process the same history as the candidate's (the same check calls),
-        so allocator and cache state do not differ between the two sides of the A/B timing."""
-        for index, (_case, name, _gold, _base, _inputs) in enumerate(self.cases):
-            baseline.request({"cmd": "check", "inputs": name, "output": f"out/baseline-case{index}", "repeat": 2 if index == 0 else 1})
+    def _replay_checks(self, baseline: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]) -> None:
+        """Give the baseline's process the same history as the candidate's (the same check calls,
+        redrawn from the same seeds), so allocator and cache state do not differ between the two sides."""
+        for index, case in enumerate(plan):
+            inputs = maker.inputs(case.shape, case.dtype, case.distribution, case.seed)
+            out_bytes = self.output_bytes.get((tuple(case.shape), case.dtype), 0)
+            for repeat in range(2 if index == 0 else 1):
+                baseline.request({"cmd": "check", "poison_bytes": out_bytes * (repeat + 1), **baseline.place(inputs)}, "check")
 
     def _build_context(self) -> BuildContext:
         store = self.options.build_store or default_build_store()

@@ -2,49 +2,55 @@
 
 - Baseline and candidate live in separate sandboxed processes; the baseline's
   process never imported candidate code.
-- Blocks alternate A B, B A, ... so drift and order effects cancel.
-- Every timed call gets an input set drawn fresh for this round (both sides get
-  the same sets, each process sees each set once), so caching cannot win.
-- After each candidate block, this process picks random calls to audit and
-  checks their outputs against the reference: a kernel cannot know at call
-  time whether its answer will be checked.
-- The worker's reported times are cross-checked with this process's own clock.
+- Both are frozen (SIGSTOP) except while serving one request. Each timed call's
+  inputs are drawn here and written into the sealed input segment while the
+  sandbox is frozen, so they exist nowhere the candidate can read before its call.
+- The time of record on a CPU is this process's clock around each call (thaw ->
+  reply), less the harness overhead per call that the baseline's process shows
+  beyond its own timer (the baseline is trusted code). A candidate that lies about
+  its times, or moves work outside its own timer, cannot change the number; one
+  whose own clock disagrees grossly with ours is rejected. On a GPU the time of
+  record is CUDA events, corroborated the same way with the host clock.
+- Blocks alternate A B, B A, ... so drift and order effects cancel. Every timed
+  call gets an input set drawn for this round (both sides get the same sets, each
+  process sees each set once), so caching cannot win.
+- A random subset of each candidate block's calls, chosen here in secret, is audited:
+  outputs are read out of the frozen process right after the call and compared
+  with the reference once the block is over.
+- CPU time of every thread of the sandbox is accounted for from outside: a candidate
+  using more cores than its thread budget, or more threads than the baseline plus
+  that budget, is rejected with the numbers.
 """
 
 from __future__ import annotations
 
 import secrets
-import shutil
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 
-from kernel_agent import tensorfile
 from kernel_agent.cases import CaseMaker, fresh_seed
-from kernel_agent.sandbox.session import WorkerFailure, WorkerSession
-from kernel_agent.timing import PROCESS_EFFECT, calls_per_block, speedup_interval, valid_samples
-from kernel_agent.verify import compare
+from kernel_agent.sandbox.session import Timed, WorkerFailure, WorkerSession
+from kernel_agent.timing import PROCESS_EFFECT, calls_per_block, speedup_interval
+from kernel_agent.verify import Tolerance, compare
 
-if TYPE_CHECKING:
-    from kernel_agent.evaluate import Evaluation
-
-CLAIM_SLACK_S = 0.002
-GAP_CORROBORATION = 0.25  # the trusted clock must support at least a quarter of a claimed gain (calibrated on a loaded 2-core CPU)
-# ...and only a discrepancy beyond the noise of two clocks on a loaded machine is tampering:
-# an honest baseline against itself (claimed ~1.0x) must never be rejected for a few percent.
-GAP_REJECT_RATIO = 1.2  # claimed / trusted above this (with the rule above failing): rejected
-GAP_FLAG_RATIO = 1.1  # above this: flagged for a human
-GAP_MIN_MS = 0.1  # and never for less than this per call: two clocks' IPC jitter on sub-millisecond kernels
-GAP_HIDDEN_RATIO = 1.5  # per-block route: a third of the trusted time missing from the claims...
-GAP_NOISE_MULTIPLE = 4.0  # ...by this many robust sds of the baseline's own block-to-block noise
-# ...and by more than this share of the baseline's whole call: honest processes differ in harness
-# overhead per call (CI saw 0.15-0.3 ms on a 0.58 ms torch.softmax against a 1.7 ms baseline).
-GAP_HIDDEN_OF_BASELINE = 0.25
+CLAIM_SLACK_MS = 2.0  # a worker may not claim more time than this process's clock saw, beyond this
+# Our clock sees more than the worker's own (IPC, wake-up after a thaw, bookkeeping); the record is
+# bounded below by our clock less a high quantile of what it adds for the trusted baseline...
+OVERHEAD_QUANTILE = 0.9
+# ...and a candidate whose own clock misses far more than the baseline's, in most rounds, is rejected
+# (the record already makes a small lie worthless; this names a large one).
+TAMPER_FRACTION = 0.35
+TAMPER_MIN_MS = 0.15
+TAMPER_ROUNDS_SHARE = 0.7
+CORE_SLACK = 1.25  # CPU time of timed calls may exceed wall x threads by this factor (accounting granularity)...
+CORE_MIN_MS = 30.0  # ...plus this much
+THREAD_SLACK = 4  # threads the candidate may run beyond the baseline's count plus its thread budget
 
 
 class TimingFailure(Exception):
@@ -54,13 +60,42 @@ class TimingFailure(Exception):
         self.reason = reason
 
 
-def measure_speedup(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, baseline: WorkerSession) -> tuple[dict[str, Any], list[str]]:
-    problem = ev.problem
-    configs = [(shape, dtype) for dtype in problem.dtypes for shape in problem.shapes]
+Config = tuple[tuple[int, ...], str]  # (shape, dtype)
+
+
+@dataclass
+class TimingJob:
+    """What one A/B timing needs from the evaluation (it never reaches into the evaluation itself)."""
+
+    configs: list[Config]
+    maker: CaseMaker
+    candidate: WorkerSession
+    baseline: WorkerSession
+    device: str
+    threads: int
+    rounds: int
+    target_block_ms: float
+    audit_fraction: float
+    timeout: float
+    tolerance: Callable[[str], Tolerance]
+    output_bytes: dict[Config, int]
+
+
+@dataclass
+class Samples:
+    """Every timed call of one side: config -> round -> calls."""
+
+    calls: list[list[list[Timed]]] = field(default_factory=list)
+
+    def flat(self, config: int) -> list[Timed]:
+        return [t for block in self.calls[config] for t in block]
+
+
+def measure_speedup(job: TimingJob) -> tuple[dict[str, Any], list[str]]:
     # This process stays single-threaded while blocks are timed: idle OpenMP threads spin after
     # each parallel region and would steal cores from whichever side is timed next.
     with _single_threaded():
-        return _measure(ev, maker, candidate, baseline, configs)
+        return _measure(job)
 
 
 _THREADS_LOCK = threading.Lock()
@@ -88,87 +123,144 @@ def _single_threaded() -> Iterator[None]:
         torch.set_num_threads(saved)
 
 
-def _measure(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, baseline: WorkerSession, configs: list) -> tuple[dict[str, Any], list[str]]:
-    options = ev.options
-    folder = ev.workdir / "timing"  # trusted inputs: owned by this process, read-only to the sandbox
-    folder.mkdir()
+@contextmanager
+def _failures_of(role: str) -> Iterator[None]:
+    """A worker failure during timing, worded for the side it came from."""
+    try:
+        yield
+    except WorkerFailure as exc:
+        status = exc.status if role == "candidate" else "runtime_error"
+        prefix = "during timing" if role == "candidate" else "the baseline failed during timing"
+        raise TimingFailure(status, f"{prefix}: {exc.reason}") from None
+
+
+def _warm_up(job: TimingJob) -> list[int]:
+    """Compilation and caches out of the numbers; the baseline's speed sizes the blocks."""
+    sizes = []
+    for shape, dtype in job.configs:
+        inputs = job.maker.inputs(shape, dtype, "normal", fresh_seed())
+        per_call_ms = 0.0
+        for role, side in (("baseline", job.baseline), ("candidate", job.candidate)):
+            message = {"cmd": "warmup", "min_calls": 10, "min_seconds": 0.025, "max_seconds": job.timeout / 4}
+            with _failures_of(role):
+                reply = side.request({**message, **side.place(inputs)}, "warmup")
+            if role == "baseline":
+                per_call_ms = 1000 * float(reply.get("seconds", 0)) / max(1, int(reply.get("calls", 1)))
+        sizes.append(calls_per_block(per_call_ms, job.target_block_ms / len(job.configs)))
+    return sizes
+
+
+def _measure(job: TimingJob) -> tuple[dict[str, Any], list[str]]:
     rng = secrets.SystemRandom()
-
-    def write_sets(tag: str, shape: tuple, dtype: str, count: int) -> tuple[list[str], list[list]]:
-        names, sets = [], []
-        for k in range(count):
-            inputs = maker.inputs(shape, dtype, "normal", fresh_seed())
-            name = f"timing/{tag}.{k}.in"
-            tensorfile.write(ev.workdir / name, inputs)
-            names.append(name)
-            sets.append(inputs)
-        return names, sets
-
-    def ask(side: WorkerSession, message: dict[str, Any], role: str) -> dict[str, Any]:
-        try:
-            return side.request(message)
-        except WorkerFailure as exc:
-            status = exc.status if role == "candidate" else "runtime_error"
-            prefix = "during timing" if role == "candidate" else "the baseline failed during timing"
-            raise TimingFailure(status, f"{prefix}: {exc.reason}") from None
-
-    # Warm-up: compilation and caches out of the numbers; estimate the block size.
-    block_sizes = []
-    for index, (shape, dtype) in enumerate(configs):
-        names, _ = write_sets(f"warm{index}", shape, dtype, 1)
-        warm = {"cmd": "warmup", "inputs": names[0], "min_calls": 10, "min_seconds": 0.025, "max_seconds": options.timeout / 4}
-        reply = ask(baseline, warm, "baseline")
-        ask(candidate, warm, "candidate")
-        per_call_ms = 1000 * float(reply.get("seconds", 0)) / max(1, int(reply.get("calls", 1)))
-        block_sizes.append(calls_per_block(per_call_ms, options.target_block_ms / len(configs)))
-
-    samples: dict[str, list[list[list[float]]]] = {"baseline": [[] for _ in configs], "candidate": [[] for _ in configs]}
-    host_samples: dict[str, list[float]] = {"baseline": [], "candidate": []}
-    unexplained: dict[str, list[float]] = {"baseline": [], "candidate": []}  # ms per block the trusted clock saw beyond the claims
-    claimed_blocks: dict[str, list[float]] = {"baseline": [], "candidate": []}
-    block_calls: list[int] = []
-    audits: list[tuple[list, list, str]] = []  # (inputs, outputs, dtype) of audited timed calls
-    for round_index in range(options.rounds):
-        round_sets = [write_sets(f"r{round_index}c{c}", shape, dtype, block_sizes[c]) for c, (shape, dtype) in enumerate(configs)]
-        order = [("baseline", baseline), ("candidate", candidate)]
+    block_sizes = _warm_up(job)
+    samples = {"baseline": Samples([[] for _ in job.configs]), "candidate": Samples([[] for _ in job.configs])}
+    audited = 0
+    for round_index in range(job.rounds):
+        round_sets = [[job.maker.inputs(shape, dtype, "normal", fresh_seed()) for _ in range(n)] for (shape, dtype), n in zip(job.configs, block_sizes)]
+        order = [("baseline", job.baseline), ("candidate", job.candidate)]
         if round_index % 2:
             order.reverse()
         for role, side in order:
-            for c, (names, sets) in enumerate(round_sets):
-                ask(side, {"cmd": "stage", "inputs": names}, role)
-                began = time.perf_counter()
-                reply = ask(side, {"cmd": "time"}, role)
-                elapsed = time.perf_counter() - began
-                times, host = reply.get("times_ms"), reply.get("host_ms")
-                if not (isinstance(times, list) and isinstance(host, list) and len(times) == len(names) == len(host) and valid_samples(times) and valid_samples(host)):
-                    raise TimingFailure("rejected", f"{role} reported malformed timings (non-finite, non-positive or the wrong count)")
-                claimed = sum(host) / 1000
-                if claimed > elapsed + CLAIM_SLACK_S:
-                    raise TimingFailure("rejected", f"{role} claimed {claimed * 1000:.2f} ms of calls in a block that took {elapsed * 1000:.2f} ms (forged timer)")
-                samples[role][c].append([float(t) for t in times])
-                host_samples[role] += [float(h) - float(t) for h, t in zip(host, times)]
-                unexplained[role].append((elapsed - claimed) * 1000)
-                claimed_blocks[role].append(claimed * 1000)
-                # Both sides get the same request sequence (stage, time, audit): their processes
-                # must not differ in anything but the kernel, or the comparison is biased.
-                like = _like_outputs(ev, configs[c][0], configs[c][1])
-                fetched = _audit(ev, side, sets, rng, options.audit_fraction, f"{role}-r{round_index}c{c}", like)
-                if role == "candidate":
-                    block_calls.append(len(names))
-                    audits += [(inputs, outputs, configs[c][1]) for inputs, outputs in fetched]
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir()
+            for c, sets in enumerate(round_sets):
+                picks = set(rng.sample(range(len(sets)), max(1, round(job.audit_fraction * len(sets))))) if role == "candidate" else set()
+                block, fetched = [], []
+                for i, inputs in enumerate(sets):
+                    with _failures_of(role):
+                        timed = side.timed_call(inputs, integrity=i == len(sets) - 1)
+                        if i in picks:
+                            fetched.append((inputs, side.read(timed.outputs, job.output_bytes[job.configs[c]])))
+                    if timed.host_ms > timed.trusted_ms + CLAIM_SLACK_MS:
+                        raise TimingFailure("rejected", f"{role} claimed {timed.host_ms:.2f} ms for a call that took {timed.trusted_ms:.2f} ms (forged timer)")
+                    block.append(timed)
+                samples[role].calls[c].append(block)
+                _check_audits(job, fetched, job.configs[c][1], audited)
+                audited += len(fetched)
+    return _summarize(job, samples, block_sizes, audited)
 
-    _check_audits(ev, maker, audits)
-    # The first round's blocks carry one-time costs outside the timer (measured: the candidate's first
-    # block showed 0.3-1.2 ms per call where later blocks and the baseline showed 0.15-0.3), so the
-    # corroboration skips them when later rounds remain; a forger hides time in every block anyway.
-    skip = len(configs) if options.rounds >= 3 else 0
-    gap = _timer_gap({k: v[skip:] for k, v in unexplained.items()}, {k: v[skip:] for k, v in claimed_blocks.items()}, block_calls[skip:])
-    if gap is not None and not gap.startswith("FLAG:"):
-        raise TimingFailure("rejected", gap)
-    estimate = speedup_interval(samples["baseline"], samples["candidate"])
-    flags = _cross_check(samples, host_samples) + ([gap.removeprefix("FLAG:")] if gap else [])
+
+def _check_audits(job: TimingJob, fetched: list[tuple[list, list]], dtype: str, before: int) -> None:
+    """Compare audited outputs with the reference, after the block (both sandboxes are frozen)."""
+    for number, (inputs, outputs) in enumerate(fetched):
+        gold, base = job.maker.reference(inputs)
+        result = compare(outputs, gold, base, job.tolerance(dtype))
+        if not result.passed:
+            assert result.mismatch is not None
+            raise TimingFailure("incorrect", f"audited timed call {before + number + 1} returned a wrong result: {result.mismatch.line()}")
+
+
+def claim_ms(timed: Timed, device: str) -> float:
+    """What the worker says one call took: CUDA events on a GPU, its host clock on a CPU."""
+    return timed.device_ms if device == "cuda" and timed.device_ms is not None else timed.host_ms
+
+
+def overhead_bound(samples: Samples, config: int, device: str) -> float:
+    """A high quantile of what this process's clock adds to the trusted baseline's own claims per call
+    (IPC, wake-up after thawing, the worker's bookkeeping)."""
+    return float(np.quantile([t.trusted_ms - claim_ms(t, device) for t in samples.flat(config)], OVERHEAD_QUANTILE))
+
+
+def record_ms(timed: Timed, bound_ms: float, device: str) -> float:
+    """The time of record of one call: the worker's claim, but never less than this process's clock
+    minus the harness overhead bound. An honest claim stands (it is the precise number); a claim
+    below what our clock saw cannot lower the record by more than the baseline's overhead spread."""
+    return max(claim_ms(timed, device), timed.trusted_ms - bound_ms, 1e-4)
+
+
+def timer_mismatch(candidate: list[list[Timed]], baseline: list[list[Timed]], device: str) -> str | None:
+    """A reason when, round after round, the candidate's own clock misses far more of each call than
+    the baseline's misses of its calls in the same round (load that hits one block cancels out)."""
+    excess, claims = [], []
+    for cand_block, base_block in zip(candidate, baseline):
+        cand_gap = float(np.median([t.trusted_ms - claim_ms(t, device) for t in cand_block]))
+        base_gap = float(np.median([t.trusted_ms - claim_ms(t, device) for t in base_block]))
+        excess.append(cand_gap - base_gap)
+        claims += [claim_ms(t, device) for t in cand_block]
+    if not excess:
+        return None
+    typical, claimed = float(np.median(excess)), float(np.median(claims))
+    threshold = max(TAMPER_MIN_MS, TAMPER_FRACTION * claimed)
+    persistent = sum(e > threshold for e in excess) >= TAMPER_ROUNDS_SHARE * len(excess)
+    if typical > threshold and persistent:
+        return (
+            f"timer mismatch: the candidate's own clock claims {claimed:.3f} ms per call but the orchestrator's clock sees "
+            f"{typical:.3f} ms more per call than it sees for the baseline, in {sum(e > threshold for e in excess)} of {len(excess)} rounds: "
+            "a forged or bypassed timer, or work hidden from it"
+        )
+    return None
+
+
+def _work_rules(job: TimingJob, samples: dict[str, Samples]) -> None:
+    """Reject a candidate whose sandbox did more work, or ran more threads, than its budget allows."""
+    calls = [t for c in range(len(job.configs)) for t in samples["candidate"].flat(c)]
+    cpu_ms = sum(t.cpu_ns for t in calls) / 1e6
+    wall_ms = sum(t.window_ns for t in calls) / 1e6
+    allowed = wall_ms * job.threads * CORE_SLACK + CORE_MIN_MS
+    if cpu_ms > allowed:
+        raise TimingFailure(
+            "rejected",
+            f"the candidate's sandbox used {cpu_ms:.0f} ms of CPU during {wall_ms:.0f} ms of timed calls: more than its {job.threads} thread(s) allow",
+        )
+    cand, base = job.candidate.accounting.max_threads, job.baseline.accounting.max_threads
+    if cand > base + job.threads + THREAD_SLACK:
+        raise TimingFailure("rejected", f"the candidate's sandbox ran {cand} threads where the baseline's runs {base} (thread budget {job.threads})")
+
+
+def _summarize(job: TimingJob, samples: dict[str, Samples], block_sizes: list[int], audited: int) -> tuple[dict[str, Any], list[str]]:
+    _work_rules(job, samples)
+    flags: list[str] = []
+    per_side: dict[str, list[list[list[float]]]] = {"baseline": [], "candidate": []}
+    bounds = []
+    for c in range(len(job.configs)):
+        reason = timer_mismatch(samples["candidate"].calls[c], samples["baseline"].calls[c], job.device)
+        if reason:
+            raise TimingFailure("rejected", reason)
+        bound = overhead_bound(samples["baseline"], c, job.device)
+        bounds.append(bound)
+        for role in per_side:
+            per_side[role].append([[record_ms(t, bound, job.device) for t in block] for block in samples[role].calls[c]])
+    if job.device == "cuda":
+        flags += _cross_check(samples, len(job.configs))
+    estimate = speedup_interval(per_side["baseline"], per_side["candidate"])
     result = {
         "speedup": estimate.speedup,
         "speedup_ci": [estimate.ci_low, estimate.ci_high],
@@ -178,104 +270,24 @@ def _measure(ev: Evaluation, maker: CaseMaker, candidate: WorkerSession, baselin
         "candidate": vars(estimate.candidate),
         "rounds": estimate.rounds,
         "calls_per_block": block_sizes,
-        "per_shape": [{"shape": list(shape), "dtype": dtype, **ps} for (shape, dtype), ps in zip(configs, estimate.per_shape)],
-        "audited_calls": len(audits),
-        "unexplained_ms_per_block": {k: float(np.median(v)) for k, v in unexplained.items()},
+        "per_shape": [{"shape": list(shape), "dtype": dtype, **ps} for (shape, dtype), ps in zip(job.configs, estimate.per_shape)],
+        "audited_calls": audited,
+        "overhead_bound_ms": bounds,
         "fresh_inputs_every_call": True,
-        "clock": "cuda events + device-wide sync" if ev.device == "cuda" else "perf_counter_ns",
-        "threads": options.threads,
+        "clock": ("cuda events" if job.device == "cuda" else "worker perf_counter_ns") + ", bounded below by the orchestrator's clock per call less the baseline's overhead",
+        "threads": job.threads,
+        "accounting": {"baseline": job.baseline.accounting.to_json(), "candidate": job.candidate.accounting.to_json()},
     }
     return result, flags
 
 
-def _like_outputs(ev: Evaluation, shape: tuple, dtype: str) -> tuple:
-    """Reference outputs of a checked case with this shape and dtype: they size the audit reads."""
-    for case, _name, _gold, base, _inputs in ev.cases:
-        if tuple(case.shape) == tuple(shape) and case.dtype == dtype:
-            return base
-    raise TimingFailure("rejected", f"no checked case for shape {list(shape)} {dtype}: cannot audit its timed outputs")
-
-
-def _audit(ev: Evaluation, candidate: WorkerSession, sets: list[list], rng: secrets.SystemRandom, fraction: float, tag: str, like: tuple) -> list[tuple[list, list]]:
-    """Fetch a random subset of the block's timed outputs, chosen after the block ran.
-
-    Only the outputs are read now (pinned in this process's memory); the references are
-    computed after the last timed block, so no trusted-side computation runs while any
-    block is timed (its threads would compete with one side of the comparison)."""
-    count = max(1, round(fraction * len(sets)))
-    indices = sorted(rng.sample(range(len(sets)), count))
-    try:
-        reply = candidate.request({"cmd": "audit", "indices": indices, "output": f"out/audit-{tag}"})
-    except WorkerFailure as exc:
-        raise TimingFailure(exc.status, f"during the timing audit: {exc.reason}") from None
-    files = reply.get("files", [])
-    if len(files) != len(indices):
-        raise TimingFailure("rejected", "candidate answered the audit with the wrong number of files")
-    fetched = []
-    for index, name in zip(indices, files):
-        outputs, _ = ev._read_outputs(name, like)
-        fetched.append((sets[index], outputs))
-    return fetched
-
-
-def _check_audits(ev: Evaluation, maker: CaseMaker, audits: list[tuple[list, list, str]]) -> None:
-    for number, (inputs, outputs, dtype) in enumerate(audits):
-        gold, base = maker.reference(inputs)
-        result = compare(outputs, gold, base, ev._tolerance(dtype))
-        if not result.passed:
-            assert result.mismatch is not None
-            raise TimingFailure("incorrect", f"audited timed call {number + 1} returned a wrong result: {result.mismatch.line()}")
-
-
-def _timer_gap(unexplained: dict[str, list[float]], claimed: dict[str, list[float]], calls: list[int]) -> str | None:
-    """Corroborate the candidate's claimed speedup with the orchestrator's own clock.
-
-    Inputs are staged before each `time` request, so the trusted clock around it covers the
-    calls plus a per-call overhead that both processes pay alike; the baseline (trusted code,
-    in a process that never ran candidate code) calibrates that overhead. A candidate that
-    reports less than it spends (a patched or self-restoring timer, a forged reply, an
-    impersonated worker) shows a claimed gain its trusted time does not support.
-
-    Two routes reject. (1) Ratios of medians: the trusted clock must support a quarter of the
-    claimed gain; load that slows both sides cancels. (2) Per block: every candidate block
-    hides more time per call than any baseline block, by far more than the baseline's own
-    block-to-block noise and by more than a quarter of the baseline's per-call time, and a
-    third of the candidate's trusted time is missing from its claims. Route 2 still holds when the candidate's real speed happens to beat the baseline
-    (A/A ratios swing by 20% on a loaded 2-core machine), where route 1 alone only flags.
-    """
-    n = np.asarray(calls, dtype=float)
-    base_hidden = np.asarray(unexplained["baseline"]) / n  # ms per call beyond the claims, per block
-    cand_hidden = np.asarray(unexplained["candidate"]) / n
-    base_ms = float(np.median(np.asarray(claimed["baseline"]) / n))
-    cand_ms = float(np.median(np.asarray(claimed["candidate"]) / n))
-    overhead = float(np.median(base_hidden))
-    cand_seen = float(np.median(np.asarray(claimed["candidate"]) / n + cand_hidden)) - overhead
-    claimed_speedup = base_ms / cand_ms
-    if claimed_speedup <= 1.0 or cand_seen - cand_ms < GAP_MIN_MS:
-        return None
-    trusted_speedup = base_ms / max(cand_seen, 1e-6)
-    discrepancy = claimed_speedup / max(trusted_speedup, 1e-6)
-    detail = f"({cand_seen:.2f} ms per call seen, {cand_ms:.2f} ms claimed): forged or bypassed timer, or work hidden from it"
-    if trusted_speedup < 1.0 + GAP_CORROBORATION * (claimed_speedup - 1.0) and discrepancy > GAP_REJECT_RATIO:
-        return f"timer mismatch: the candidate claimed {claimed_speedup:.2f}x but the orchestrator's clock supports only {trusted_speedup:.2f}x {detail}"
-    hidden = float(np.median(cand_hidden)) - overhead
-    noise = 1.4826 * float(np.median(np.abs(base_hidden - overhead)))  # robust sd of the baseline's blocks
-    floor = max(GAP_MIN_MS, GAP_NOISE_MULTIPLE * noise, GAP_HIDDEN_OF_BASELINE * base_ms)
-    if discrepancy > GAP_HIDDEN_RATIO and min(cand_hidden) > max(base_hidden) and hidden > floor:
-        return f"timer mismatch: every timed block of the candidate hid {hidden:.2f} ms per call from its own clock, {discrepancy:.2f}x its claim {detail}"
-    if discrepancy > GAP_FLAG_RATIO and claimed_speedup > 1.02:
-        return (
-            f"FLAG:timer discrepancy: the candidate claimed {claimed_speedup:.2f}x and the orchestrator's clock supports "
-            f"{trusted_speedup:.2f}x; needs human review"
-        )
-    return None
-
-
-def _cross_check(samples: dict[str, Any], host_gap: dict[str, list[float]]) -> list[str]:
-    """Compare the worker's two clocks (device events and host) with the baseline's."""
-    flags = []
-    cand_ms = float(np.median([t for shape in samples["candidate"] for r in shape for t in r]))
-    base_gap, cand_gap = float(np.median(host_gap["baseline"])), float(np.median(host_gap["candidate"]))
+def _cross_check(samples: dict[str, Samples], configs: int) -> list[str]:
+    """On a GPU: the worker's host clock around the call against its device events, with the baseline's gap as the norm."""
+    cand = [t for c in range(configs) for t in samples["candidate"].flat(c)]
+    base = [t for c in range(configs) for t in samples["baseline"].flat(c)]
+    cand_gap = float(np.median([t.host_ms - (t.device_ms or 0.0) for t in cand]))
+    base_gap = float(np.median([t.host_ms - (t.device_ms or 0.0) for t in base]))
+    cand_ms = float(np.median([t.device_ms or 0.0 for t in cand]))
     if cand_gap > base_gap + max(0.1 * cand_ms, 0.05):
-        flags.append(f"host clock exceeds device events by {cand_gap - base_gap:.3f} ms per call more than the baseline's (side-stream or background work?)")
-    return flags
+        return [f"host clock exceeds device events by {cand_gap - base_gap:.3f} ms per call more than the baseline's (side-stream or background work?)"]
+    return []

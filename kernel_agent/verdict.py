@@ -32,6 +32,7 @@ class Verdict:
     candidate_output: str = ""
     profile: dict[str, Any] | None = None  # torch.profiler breakdown the candidate's process reported (advice, sanitized)
     roofline: dict[str, Any] | None = None  # work counts, ceilings and floors per benchmark shape (set by the optimize loop)
+    accounting: dict[str, Any] | None = None  # CPU time per phase of each side's sandbox, read from outside its processes
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -98,6 +99,7 @@ _FIELD_CHECKS: dict[str, Any] = {
     "candidate_output": lambda v: isinstance(v, str),
     "profile": lambda v: v is None or isinstance(v, dict),
     "roofline": lambda v: v is None or isinstance(v, dict),
+    "accounting": lambda v: v is None or isinstance(v, dict),
 }
 
 

@@ -1,13 +1,13 @@
 """The trusted side's handle on one sandboxed worker process.
 
-Owns the process for its whole life: starts it under the isolation layer,
-talks to it with deadlines, and kills every process it started (the process
-group, and with bwrap the PID namespace) on timeout, error or exit.
+Owns the process for its whole life: starts it under the isolation layer, keeps
+it frozen except while it serves a request, times every request with this
+process's clock, accounts for the sandbox's CPU time per phase, reads outputs out
+of its frozen memory, and kills everything it started on timeout, error or exit.
 """
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import json
 import os
@@ -16,15 +16,21 @@ import stat
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from kernel_agent.sandbox import channel
+from kernel_agent.sandbox.control import Cgroup, ControlError, ProcessControl, Usage, cgroup_root
 from kernel_agent.sandbox.isolation import Isolation, Limits, prepare_workdir, sandbox_env, sandbox_writable_dir, wrap, write_trusted
-from kernel_agent.sandbox.worker import FD_IN, FD_OUT
+from kernel_agent.sandbox.shm import InputSegment, MemoryReader, OutputRef, Placed, TransportError, read_bound
+from kernel_agent.sandbox.worker import FD_IN, FD_INPUTS, FD_OUT, FD_STATE, WORKER_STATUSES
+from kernel_agent.text import clean
 
 LOG_TAIL_BYTES = 4000
+IDLE_CPU_LIMIT_NS = 20_000_000  # CPU the sandbox may show while frozen (measurement slack): 20 ms in all
 
 
 class WorkerFailure(Exception):
@@ -45,9 +51,60 @@ class WorkerSpec:
     threads: int
     env: dict[str, str]
     extra_ro: tuple[Path, ...] = ()
-    init_file: str | None = None
-    state_file: str | None = None
     masked: tuple[Path, ...] = ()  # hidden from the worker (bwrap only)
+    state: tuple[list[str], list[torch.Tensor], list[Any]] | None = None  # KernelBench: (names, tensors, init args)
+
+
+@dataclass
+class Phase:
+    """CPU and wall time the sandbox spent in one kind of request."""
+
+    requests: int = 0
+    cpu_ns: int = 0
+    wall_ns: int = 0
+
+    def add(self, cpu_ns: int, wall_ns: int) -> None:
+        self.requests += 1
+        self.cpu_ns += cpu_ns
+        self.wall_ns += wall_ns
+
+    def to_json(self) -> dict[str, float]:
+        return {"requests": self.requests, "cpu_ms": round(self.cpu_ns / 1e6, 3), "wall_ms": round(self.wall_ns / 1e6, 3)}
+
+
+@dataclass
+class Accounting:
+    """The sandbox's work per phase, measured from outside its process."""
+
+    method: str
+    phases: dict[str, Phase] = field(default_factory=dict)
+    idle_cpu_ns: int = 0
+    max_threads: int = 0
+    max_processes: int = 0
+
+    def phase(self, name: str) -> Phase:
+        return self.phases.setdefault(name, Phase())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "phases": {k: v.to_json() for k, v in self.phases.items()},
+            "idle_cpu_ms": round(self.idle_cpu_ns / 1e6, 3),
+            "max_threads": self.max_threads,
+            "max_processes": self.max_processes,
+        }
+
+
+@dataclass
+class Timed:
+    """One timed call: this process's clock around it, and what the worker claims."""
+
+    trusted_ms: float  # thaw -> reply, by this process's clock
+    host_ms: float  # the worker's own clock around the kernel call (a claim)
+    device_ms: float | None  # CUDA events (a claim)
+    cpu_ns: int  # sandbox CPU from thaw to frozen again
+    window_ns: int  # wall time from thaw to frozen again
+    outputs: list[OutputRef]
 
 
 class WorkerSession:
@@ -57,22 +114,22 @@ class WorkerSession:
         self.isolation = isolation
         self.deadline = deadline
         self.process: subprocess.Popen[bytes] | None = None
+        self.control: ProcessControl | None = None
+        self.memory: MemoryReader | None = None
+        self.segment: InputSegment | None = None
+        self.state_segment: InputSegment | None = None
+        self.cgroup: Cgroup | None = None
         self.started_at = time.monotonic()
         self.limits = limits
+        self.accounting = Accounting(method="none")
+        self._last: Usage | None = None
+        self._cpu_at_thaw = 0
 
     # ---- lifecycle ---------------------------------------------------------
     def start(self) -> None:
+        """Start the worker and wait until it is ready, frozen, before any candidate code runs."""
         spec = self.spec
-        config = {
-            "workdir": str(self.workdir),
-            "role": spec.role,
-            "source": str(spec.source),
-            "entry": spec.entry,
-            "device": spec.device,
-            "threads": spec.threads,
-            "init_file": spec.init_file and str(self.workdir / spec.init_file),
-            "state_file": spec.state_file and str(self.workdir / spec.state_file),
-        }
+        config = {"workdir": str(self.workdir), "role": spec.role, "source": str(spec.source), "entry": spec.entry, "device": spec.device, "threads": spec.threads}
         prepare_workdir(self.workdir, self.isolation.uid)
         # Trusted files are created afresh (never through a name the sandbox could have planted).
         config_path = self.workdir / f"{spec.role}.json"
@@ -84,6 +141,14 @@ class WorkerSession:
                 sandbox_writable_dir(path, self.isolation.uid)
         sandbox_log = self.workdir / f"{spec.role}.sandbox.log"
         write_trusted(sandbox_log, b"")
+        self.segment = InputSegment()
+        state_fd = -1
+        if spec.state is not None:
+            self.state_segment = InputSegment()
+            self.state_layout = self.state_segment.place(spec.state[1])
+            state_fd = self.state_segment.fd
+        root = cgroup_root()
+        self.cgroup = Cgroup(root, f"{spec.role}-{os.getpid()}") if root is not None else None
         # Parent -> worker on FD_IN, worker -> parent on FD_OUT.
         to_worker_r, self.to_worker = os.pipe()
         self.from_worker, from_worker_w = os.pipe()
@@ -98,21 +163,23 @@ class WorkerSession:
         )
         package_root = str(Path(__file__).resolve().parents[2])
         env = sandbox_env({"PYTHONPATH": package_root, **spec.env}, self.workdir)
-        limits = self.limits
-
+        limits, cgroup, segment_fd = self.limits, self.cgroup, self.segment.fd
         cpus = timing_cpus(spec.threads) if spec.device == "cpu" else None
 
         def before_exec() -> None:
-            # Move both ends above the target numbers first so the dup2s cannot clobber each other.
-            high_r = fcntl.fcntl(to_worker_r, fcntl.F_DUPFD, 100)
-            high_w = fcntl.fcntl(from_worker_w, fcntl.F_DUPFD, 100)
-            os.dup2(high_r, FD_IN)
-            os.dup2(high_w, FD_OUT)
+            # Move every end above the target numbers first so the dup2s cannot clobber each other.
+            moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) if fd >= 0 else -1 for fd in (to_worker_r, from_worker_w, segment_fd, state_fd)]
+            for target, fd in zip((FD_IN, FD_OUT, FD_INPUTS, FD_STATE), moved):
+                if fd >= 0:
+                    os.dup2(fd, target)
+            if cgroup is not None:
+                cgroup.join()
             limits.apply()
             if cpus:
                 os.sched_setaffinity(0, cpus)
             _same_layout()
 
+        pass_fds = (FD_IN, FD_OUT, FD_INPUTS) + ((FD_STATE,) if state_fd >= 0 else ())
         stderr_fd = os.open(sandbox_log, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             self.process = subprocess.Popen(
@@ -122,7 +189,7 @@ class WorkerSession:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr_fd,
-                pass_fds=(FD_IN, FD_OUT),
+                pass_fds=pass_fds,
                 preexec_fn=before_exec,
                 start_new_session=True,
             )
@@ -131,35 +198,60 @@ class WorkerSession:
         os.close(to_worker_r)
         os.close(from_worker_w)
         self.reader = channel.LineReader(self.from_worker)
+        self.control = ProcessControl(self.process.pid, self.cgroup)
+        self.accounting = Accounting(method=self.control.accounting())
+        began = time.perf_counter_ns()
+        self._receive()  # "ready": the worker imported torch and nothing else
+        worker_pid = self.control.adopt_worker()
+        try:
+            self.memory = MemoryReader(worker_pid)
+        except OSError as exc:
+            self.close()
+            raise WorkerFailure("crashed", f"cannot read the worker's memory: {exc.strerror}") from None
+        self._freeze()
+        self._account("start", began)
+
+    def load(self) -> None:
+        """Import the kernel (and build a KernelBench model from the sealed weights)."""
+        message: dict[str, Any] = {"cmd": "load"}
+        if self.spec.state is not None:
+            names, _tensors, init_args = self.spec.state
+            message["state"] = {"names": names, "layout": [p.to_json() for p in self.state_layout], "init_args": init_args}
+        self.request(message, "load")
 
     def close(self) -> None:
-        """Kill everything the worker started and release the pipes."""
+        """Kill everything the worker started and release the pipes, segments and cgroup."""
         process = self.process
-        if process is None:
-            return
-        if process.poll() is None:
+        if process is not None:
+            if process.poll() is None and self.control is not None and not self.control.frozen:
+                try:
+                    channel.send(self.to_worker, {"cmd": "exit"})
+                    process.wait(timeout=0.5)
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+            if self.control is not None:
+                self.control.kill()
             try:
-                channel.send(self.to_worker, {"cmd": "exit"})
-            except OSError:
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
                 pass
             try:
-                process.wait(timeout=0.5)
+                process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        for fd in (self.to_worker, self.from_worker):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.process = None
+            for fd in (self.to_worker, self.from_worker):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            self.process = None
+        for held in (self.memory, self.segment, self.state_segment):
+            if held is not None:
+                held.close()
+        self.memory = self.segment = self.state_segment = None
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
 
     def __enter__(self) -> WorkerSession:
         self.start()
@@ -169,7 +261,114 @@ class WorkerSession:
         self.close()
 
     # ---- requests ----------------------------------------------------------
-    def receive(self) -> dict[str, Any]:
+    def request(self, message: dict[str, Any], phase: str) -> dict[str, Any]:
+        """Thaw, ask, wait for the answer, freeze again; the CPU used goes to `phase`."""
+        began = self._thaw()
+        self._send(message)
+        try:
+            reply = self._receive()
+        finally:
+            if self.process is not None:
+                self._freeze()
+                self._account(phase, began)
+        return reply
+
+    def place(self, inputs: list[torch.Tensor]) -> dict[str, Any]:
+        """Write one call's inputs into the sealed segment (the sandbox is frozen); the message fields that name them."""
+        assert self.segment is not None and (self.control is None or self.control.frozen)
+        layout = self.segment.place(inputs)
+        return {"layout": [p.to_json() for p in layout]}
+
+    def timed_call(self, inputs: list[torch.Tensor], integrity: bool) -> Timed:
+        """One timed call: inputs placed while frozen, this process's clock from thaw to reply."""
+        message = {"cmd": "call", "integrity": integrity, **self.place(inputs)}
+        began = self._thaw()
+        t0 = time.perf_counter_ns()
+        self._send(message)
+        try:
+            reply = self._receive()
+        finally:
+            t1 = time.perf_counter_ns()
+            if self.process is not None:
+                self._freeze()
+        self._account("timed", began)
+        assert self._last is not None
+        host, device = reply.get("host_ms"), reply.get("device_ms")
+        if not _finite_positive(host) or (self.spec.device == "cuda" and not _finite_positive(device)):
+            raise WorkerFailure("rejected", "the worker reported malformed timings (non-finite, non-positive or missing)")
+        return Timed(
+            trusted_ms=(t1 - t0) / 1e6,
+            host_ms=float(host),
+            device_ms=float(device) if device is not None else None,
+            cpu_ns=self._last.cpu_ns - self._cpu_at_thaw,
+            window_ns=time.perf_counter_ns() - began,
+            outputs=self.output_refs(reply, "outputs"),
+        )
+
+    def output_refs(self, reply: dict[str, Any], key: str) -> list[OutputRef]:
+        described = reply.get(key)
+        if not isinstance(described, list) or len(described) > 256:
+            raise WorkerFailure("rejected", f"protocol violation: the worker reply's {key} are not a list")
+        try:
+            return [OutputRef.parse(d) for d in described]
+        except TransportError as exc:
+            raise WorkerFailure("rejected", f"protocol violation: {exc}") from None
+
+    def read(self, refs: list[OutputRef], expected_bytes: int) -> list[torch.Tensor]:
+        """The tensors `refs` name, read from the frozen worker's memory (bounded by what is expected)."""
+        assert self.memory is not None and self.control is not None and self.control.frozen
+        bound = read_bound(expected_bytes)
+        try:
+            return [self.memory.read(ref, bound) for ref in refs]
+        except TransportError as exc:
+            raise WorkerFailure("incorrect", f"output unreadable: {exc}") from None
+
+    def timeout_s(self) -> float:
+        return self.deadline - self.started_at
+
+    # ---- freezing and accounting ---------------------------------------------------
+    def _thaw(self) -> int:
+        """Check nothing ran while frozen, then let the sandbox run; returns when (perf_counter_ns)."""
+        assert self.control is not None
+        usage = self.control.usage()
+        if self._last is not None:
+            self.accounting.idle_cpu_ns += max(0, usage.cpu_ns - self._last.cpu_ns)
+            if self.accounting.idle_cpu_ns > IDLE_CPU_LIMIT_NS:
+                idle = self.accounting.idle_cpu_ns / 1e6
+                self.close()
+                raise WorkerFailure("rejected", f"the sandbox used {idle:.0f} ms of CPU while frozen between requests (escaped the freezer)")
+        self._cpu_at_thaw = usage.cpu_ns
+        self.control.thaw()
+        return time.perf_counter_ns()
+
+    def _freeze(self) -> None:
+        assert self.control is not None
+        try:
+            self.control.freeze()
+        except ControlError as exc:
+            self.close()
+            raise WorkerFailure("rejected", str(exc)) from None
+
+    def _account(self, phase: str, began: int) -> None:
+        assert self.control is not None
+        usage = self.control.usage()
+        start = 0 if phase == "start" else self._cpu_at_thaw
+        self.accounting.phase(phase).add(max(0, usage.cpu_ns - start), time.perf_counter_ns() - began)
+        self.accounting.max_threads = max(self.accounting.max_threads, usage.threads)
+        self.accounting.max_processes = max(self.accounting.max_processes, usage.processes)
+        self._last = usage
+        if usage.processes > 1:
+            self.close()
+            raise WorkerFailure("rejected", f"the sandbox holds {usage.processes} processes: the candidate started child processes ({phase})")
+
+    # ---- the pipe ------------------------------------------------------------------
+    def _send(self, message: dict[str, Any]) -> None:
+        try:
+            channel.send(self.to_worker, message)
+        except (BrokenPipeError, OSError):
+            raise WorkerFailure(*self._death_reason()) from None
+
+    def _receive(self) -> dict[str, Any]:
         try:
             reply = self.reader.receive(self.deadline)
         except channel.ChannelTimeout:
@@ -182,20 +381,10 @@ class WorkerSession:
             raise WorkerFailure("rejected", f"protocol violation: {exc}") from None
         if not reply.get("ok"):
             status = reply.get("status")
-            if status not in ("compile_error", "runtime_error", "crashed", "rejected", "incorrect"):
+            if status not in WORKER_STATUSES:
                 status = "rejected"
-            raise WorkerFailure(status, str(reply.get("reason", "no reason given"))[:1000])
+            raise WorkerFailure(str(status), clean(reply.get("reason", "no reason given")))
         return reply
-
-    def request(self, message: dict[str, Any]) -> dict[str, Any]:
-        try:
-            channel.send(self.to_worker, message)
-        except (BrokenPipeError, OSError):
-            raise WorkerFailure(*self._death_reason()) from None
-        return self.receive()
-
-    def timeout_s(self) -> float:
-        return self.deadline - self.started_at
 
     def _death_reason(self) -> tuple[str, str]:
         process = self.process
@@ -205,33 +394,49 @@ class WorkerSession:
                 code = process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 code = None
-        tail = self.log_tail()
+        last = self.last_error_line()
         self.close()
+        said = f"; last output: {last}" if last else ""
         if code is not None and code < 0:
             name = signal.Signals(-code).name if -code in signal.Signals.__members__.values() else str(-code)
-            return "crashed", f"worker killed by signal {name}{_oom_hint(-code)}"
+            return "crashed", f"worker killed by signal {name}{_oom_hint(-code)}{said}"
         if code is not None and code >= 128 + 1 and code - 128 in signal.Signals.__members__.values():
-            return "crashed", f"worker killed by signal {signal.Signals(code - 128).name}{_oom_hint(code - 128)}"
-        hint = f"; last output: {tail.splitlines()[-1][:200]}" if tail.strip() else ""
-        return "crashed", f"worker exited (code {code}) without answering{hint}"
+            return "crashed", f"worker killed by signal {signal.Signals(code - 128).name}{_oom_hint(code - 128)}{said}"
+        return "crashed", f"worker exited (code {code}) without answering{said}"
 
     def log_tail(self) -> str:
         """The end of what the kernel printed, for feedback (never parsed for the verdict)."""
-        path = self.workdir / f"{self.spec.role}.log"
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
+        return clean(_tail(self.workdir / f"{self.spec.role}.log"), LOG_TAIL_BYTES, keep_newlines=True)
+
+    def last_error_line(self) -> str:
+        """The most telling line the worker or its launcher wrote before dying (sanitized, truncated)."""
+        for name in (f"{self.spec.role}.log", f"{self.spec.role}.sandbox.log"):
+            lines = [line.strip() for line in _tail(self.workdir / name).splitlines() if line.strip()]
+            errors = [line for line in lines if "Error" in line or "error" in line or "denied" in line]
+            if errors or lines:
+                return clean((errors or lines)[-1], 300)
+        return ""
+
+
+def _tail(path: Path) -> str:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             return ""
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return ""
-            size = os.lseek(fd, 0, os.SEEK_END)
-            os.lseek(fd, max(0, size - LOG_TAIL_BYTES), os.SEEK_SET)
-            return os.read(fd, LOG_TAIL_BYTES).decode(errors="replace")
-        except OSError:
-            return ""
-        finally:
-            os.close(fd)
+        size = os.lseek(fd, 0, os.SEEK_END)
+        os.lseek(fd, max(0, size - LOG_TAIL_BYTES), os.SEEK_SET)
+        return os.read(fd, LOG_TAIL_BYTES).decode(errors="replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+
+
+def _finite_positive(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and 0 < value < float("inf")
 
 
 ADDR_NO_RANDOMIZE = 0x0040000
@@ -241,6 +446,8 @@ def _same_layout() -> None:
     """Turn off address-space randomisation for the worker: with it, two processes running the
     same kernel land on different cache-set alignments and differ by a few percent for their
     whole life. (It protects no one here: the candidate already runs its own code.)"""
+    import ctypes
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         current = libc.personality(0xFFFFFFFF)
@@ -270,4 +477,9 @@ def _oom_hint(signum: int) -> str:
         return " (CPU-time limit)"
     if signum == signal.SIGXFSZ:
         return " (file-size limit: output flood)"
+    if signum == signal.SIGSEGV:
+        return " (a memory fault: a write into the read-only input segment is one cause)"
     return ""
+
+
+__all__ = ["Placed", "Timed", "WorkerFailure", "WorkerSession", "WorkerSpec"]

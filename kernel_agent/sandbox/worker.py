@@ -1,11 +1,13 @@
 """The process that runs one kernel (candidate or baseline) inside the sandbox.
 
-It never sees the reference, the problem module or any seed: it receives
-input tensors as files, returns output tensors as files, and reports times.
-Everything it says is a claim; the trusted side checks outputs itself and
-cross-checks times with its own clock. The integrity checks here (captured
-timers, backend flags, thread and child counts) catch the common in-process
-tricks early with a precise reason.
+It never sees the reference, the problem module or any seed. Inputs arrive in a
+sealed shared-memory segment it can only read; it answers each request with where
+its outputs live in its own memory, and the trusted side reads them itself while
+this process is frozen. Everything it says is a claim: the trusted side times
+every call with its own clock, counts this process's threads and CPU time from
+`/proc`, and keeps it stopped (SIGSTOP) whenever it is not serving a request. The
+integrity checks here (captured timers, backend flags, Python thread count) only
+give a precise early reason for the common in-process tricks.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import ctypes
 import errno
 import importlib.util
 import json
+import mmap
 import os
 import sys
 import threading
@@ -24,7 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-FD_IN, FD_OUT = 3, 4
+FD_IN, FD_OUT, FD_INPUTS, FD_STATE = 3, 4, 5, 6
+WORKER_STATUSES = ("compile_error", "runtime_error", "crashed", "rejected", "incorrect")
 
 
 class Violation(Exception):
@@ -57,17 +61,16 @@ class Worker:
     def __init__(self, config: dict[str, Any]) -> None:
         import torch
 
-        from kernel_agent import tensorfile
-        from kernel_agent.sandbox import channel
+        from kernel_agent.sandbox import channel, shm
 
         self.torch = torch
-        self.tensorfile = tensorfile
+        self.shm = shm
         self.channel = channel
         self.config = config
-        self.workdir = Path(config["workdir"])
         self.device = config["device"]
         self.reader = channel.LineReader(FD_IN)
-        self.kept_outputs: list[tuple[Any, ...]] = []
+        self.segment: mmap.mmap | None = None
+        self.kept: list[Any] = []  # the last reply's outputs stay alive until the trusted side has read them
         torch.set_num_threads(int(config["threads"]))
         torch.set_grad_enabled(False)
         if self.device == "cuda":
@@ -92,9 +95,8 @@ class Worker:
             "torch.equal": torch.equal,
             "torch.set_num_threads": torch.set_num_threads,
             "Worker.run_call": Worker.run_call.__code__,
-            "Worker.time_block": Worker.time_block.__code__,
+            "Worker.call": Worker.call.__code__,
             "Worker.check_integrity": Worker.check_integrity.__code__,
-            "tensorfile.encode": self.tensorfile.encode.__code__,
             "flag.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
             "flag.cudnn_tf32": torch.backends.cudnn.allow_tf32,
             "flag.cudnn_benchmark": torch.backends.cudnn.benchmark,
@@ -122,12 +124,9 @@ class Worker:
                     raise Violation(f"candidate started {now[key] - value} Python thread(s) ({when}); background work is not allowed")
             elif now[key] is not value and now[key] != value:
                 raise Violation(f"harness tampering: {key} changed ({when})")
-        children = _child_pids()
-        if children:
-            raise Violation(f"candidate started child process(es) {children[:5]} ({when})")
 
     # ---- loading ---------------------------------------------------------
-    def load(self) -> None:
+    def load(self, message: dict[str, Any]) -> dict[str, Any]:
         config, torch = self.config, self.torch
         source_path = config["source"]
         name = f"ka_{config['role']}_module"
@@ -148,29 +147,38 @@ class Worker:
         target = getattr(module, entry, None)
         if target is None:
             raise CallError("compile_error", f"the module defines no `{entry}`")
-        if config.get("init_file"):
-            init_args = json.loads(Path(config["init_file"]).read_text())
-            state_tensors, state_meta = self.tensorfile.read(Path(config["state_file"]))
-            state = dict(zip(state_meta["names"], state_tensors))
-            try:
-                model = target(*init_args)
-                missing = model.load_state_dict(state, strict=True)
-                del missing
-                model = model.to(self.device).eval()
-            except BaseException as exc:  # noqa: BLE001
-                raise CallError("compile_error", f"could not build {entry} with the reference weights: {_one_line(exc)}") from None
-            self.fn: Callable[..., Any] = model
+        if message.get("state") is not None:
+            self.fn: Callable[..., Any] = self._build_model(target, entry, message)
         else:
             if not callable(target):
                 raise CallError("compile_error", f"`{entry}` is not callable")
             self.fn = target
         torch.set_num_threads(int(config["threads"]))
         self.check_integrity("after import")
+        return {"ok": True, "event": "loaded"}
+
+    def _build_model(self, target: Any, entry: str, message: dict[str, Any]) -> Any:
+        """A KernelBench module built with the reference's weights (read from the sealed state segment)."""
+        state_map = self.shm.map_readonly(FD_STATE)
+        names, layout = message["state"]["names"], message["state"]["layout"]
+        state = dict(zip(names, self.shm.views(state_map, layout)))
+        try:
+            model = target(*message["state"]["init_args"])
+            model.load_state_dict(state, strict=True)
+            model = model.to(self.device).eval()
+        except BaseException as exc:  # noqa: BLE001
+            raise CallError("compile_error", f"could not build {entry} with the reference weights: {_one_line(exc)}") from None
+        return model
 
     # ---- calls -----------------------------------------------------------
-    def _load_inputs(self, path: str) -> tuple[list[Any], dict[str, Any]]:
-        tensors, meta = self.tensorfile.read(self.workdir / path)
-        return [t.to(self.device) for t in tensors], meta
+    def _inputs(self, message: dict[str, Any], private: bool) -> tuple[list[Any], list[Any]]:
+        """(the inputs for the kernel, the segment views): private copies for checks, views for timed calls."""
+        if self.segment is None:
+            self.segment = self.shm.map_readonly(FD_INPUTS)
+        shared = self.shm.views(self.segment, message["layout"])
+        if self.device == "cuda":
+            return [t.to("cuda") for t in shared], shared
+        return ([t.clone() for t in shared] if private else shared), shared
 
     def run_call(self, inputs: list[Any]) -> tuple[Any, ...]:
         torch = self.torch
@@ -185,6 +193,8 @@ class Worker:
                 raise CallError("crashed", f"out of memory (the sandbox memory limit was hit): {_one_line(exc)[:200]}") from None
             if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
                 raise CallError("crashed", "file-size limit hit (output flood): SIGXFSZ/EFBIG") from None
+            if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise CallError("crashed", f"disk quota reached: {_one_line(exc)[:200]}") from None
             status = "compile_error" if "CompilationError" in type(exc).__name__ else "runtime_error"
             raise CallError(status, f"{_one_line(exc)}{_where(exc, self.config['source'])}") from None
         outputs = (result,) if not isinstance(result, (tuple, list)) else tuple(result)
@@ -204,34 +214,30 @@ class Worker:
         block = torch.full((nbytes // 4 + 1,), float("nan"), dtype=torch.float32, device=self.device)
         del block
 
+    def _describe(self, tensors: tuple[Any, ...] | list[Any]) -> list[list]:
+        """Where each tensor lives in host memory (device tensors are copied to the host first)."""
+        host = [t.detach().cpu() if t.device.type != "cpu" else t.detach() for t in tensors]
+        self.kept = host
+        return [self.shm.OutputRef.of(h, t.device.type).to_json() for h, t in zip(host, tensors)]
+
     def check(self, message: dict[str, Any]) -> dict[str, Any]:
         torch = self.torch
-        inputs, meta = self._load_inputs(message["inputs"])
-        saved = [t.clone() for t in inputs]
-        runs = []
-        for repeat in range(int(message.get("repeat", 1))):
-            self._poison(int(meta.get("output_nbytes", 0)) * (repeat + 1))
-            outputs = self.run_call(inputs)
-            if self.device == "cuda":
-                torch.cuda.synchronize()
-            _check_aliasing(outputs, inputs)
-            for index, (now, before) in enumerate(zip(inputs, saved)):
-                if not torch.equal(now, before):
-                    raise CallError("incorrect", f"input {index} was modified by the kernel (inputs must stay unchanged)")
-            runs.append(outputs)
-        files = []
-        for repeat, outputs in enumerate(runs):
-            name = f"{message['output']}.{repeat}"
-            # The inputs travel back too: the trusted side checks them against what it sent
-            # (the in-process comparison above only gives an early, precise reason).
-            tensors = [o.detach() for o in outputs] + [t.detach() for t in inputs]
-            self.tensorfile.write(self.workdir / name, tensors, {"devices": [str(o.device.type) for o in outputs], "outputs": len(outputs)})
-            files.append(name)
+        inputs, shared = self._inputs(message, private=True)
+        self._poison(int(message.get("poison_bytes", 0)))
+        outputs = self.run_call(inputs)
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        _check_aliasing(outputs, inputs)
+        for index, (now, before) in enumerate(zip(inputs, shared)):
+            if not torch.equal(now.cpu(), before):
+                raise CallError("incorrect", f"input {index} was modified by the kernel (inputs must stay unchanged)")
+        # The inputs as the kernel left them go back too: the trusted side checks them bitwise.
+        described = self._describe(list(outputs) + list(inputs))
         self.check_integrity("after a check call")
-        return {"ok": True, "files": files}
+        return {"ok": True, "outputs": described[: len(outputs)], "inputs": described[len(outputs) :]}
 
     def warmup(self, message: dict[str, Any]) -> dict[str, Any]:
-        inputs, _ = self._load_inputs(message["inputs"])
+        inputs, _ = self._inputs(message, private=False)
         start, calls = time.perf_counter(), 0
         while calls < int(message.get("min_calls", 10)) or time.perf_counter() - start < float(message.get("min_seconds", 0.025)):
             self.run_call(inputs)
@@ -243,62 +249,40 @@ class Worker:
         self.check_integrity("after warm-up")
         return {"ok": True, "calls": calls, "seconds": time.perf_counter() - start}
 
-    def stage(self, message: dict[str, Any]) -> dict[str, Any]:
-        """Load a block's inputs before it is timed, so the trusted clock around `time` sees calls only."""
-        self.staged = [self._load_inputs(path)[0] for path in message["inputs"]]
-        self.kept_outputs = []
-        return {"ok": True, "staged": len(self.staged)}
-
-    def time_block(self, message: dict[str, Any]) -> dict[str, Any]:
+    def call(self, message: dict[str, Any]) -> dict[str, Any]:
+        """One timed call. The trusted side's clock around this request is the time of record on a CPU;
+        this process's own clocks (and CUDA events) are claims it cross-checks."""
         torch = self.torch
-        input_sets, self.staged = getattr(self, "staged", []), []
-        if not input_sets:
-            raise CallError("rejected", "time request without staged inputs")
-        self.kept_outputs = []
-        times, host_times = [], []
-        cuda = self.device == "cuda"
-        for inputs in input_sets:
-            if cuda:
-                torch.cuda.synchronize()
-                self.l2_flush.fill_(1)
-                torch.cuda.synchronize()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                t0 = time.perf_counter_ns()
-                start.record()
-                outputs = self.run_call(inputs)
-                end.record()
-                torch.cuda.synchronize()
-                t1 = time.perf_counter_ns()
-                times.append(start.elapsed_time(end))
-                host_times.append((t1 - t0) / 1e6)
-            else:
-                t0 = time.perf_counter_ns()
-                outputs = self.run_call(inputs)
-                t1 = time.perf_counter_ns()
-                times.append((t1 - t0) / 1e6)
-                host_times.append((t1 - t0) / 1e6)
-            # Snapshot right after the clock stops: work finished later (a background thread, a
-            # deferred fill) does not reach the audited copy.
-            self.kept_outputs.append(tuple(_snapshot(o) for o in outputs))
-            _check_aliasing(outputs, inputs)
-        self.check_integrity("after a timed block")
-        return {"ok": True, "times_ms": times, "host_ms": host_times}
-
-    def audit(self, message: dict[str, Any]) -> dict[str, Any]:
-        files = []
-        for index in message["indices"]:
-            name = f"{message['output']}.{index}"
-            outputs = self.kept_outputs[int(index)]
-            self.tensorfile.write(self.workdir / name, list(outputs), {"devices": [str(o.device.type) for o in outputs]})
-            files.append(name)
-        self.kept_outputs = []
-        return {"ok": True, "files": files}
+        self.kept = []
+        inputs, _ = self._inputs(message, private=False)
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+            self.l2_flush.fill_(1)
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            t0 = time.perf_counter_ns()
+            start.record()
+            outputs = self.run_call(inputs)
+            end.record()
+            torch.cuda.synchronize()
+            t1 = time.perf_counter_ns()
+            device_ms: float | None = start.elapsed_time(end)
+        else:
+            t0 = time.perf_counter_ns()
+            outputs = self.run_call(inputs)
+            t1 = time.perf_counter_ns()
+            device_ms = None
+        _check_aliasing(outputs, inputs)
+        reply = {"ok": True, "host_ms": (t1 - t0) / 1e6, "device_ms": device_ms, "outputs": self._describe(outputs)}
+        if message.get("integrity"):
+            self.check_integrity("after a timed block")
+        return reply
 
     def profile(self, message: dict[str, Any]) -> dict[str, Any]:
         """torch.profiler over a few calls, after the timing is over: advice, never part of a verdict."""
         from kernel_agent.op_profile import op_breakdown
 
-        inputs, _ = self._load_inputs(message["inputs"])
+        inputs, _ = self._inputs(message, private=False)
         self.run_call(inputs)
         breakdown = op_breakdown(lambda: self.run_call(inputs), self.device, int(message.get("calls", 3)))
         if self.device == "cuda":
@@ -308,7 +292,7 @@ class Worker:
         return {"ok": True, "breakdown": breakdown}
 
     def serve(self) -> None:
-        handlers = {"check": self.check, "warmup": self.warmup, "stage": self.stage, "time": self.time_block, "audit": self.audit, "profile": self.profile}
+        handlers = {"load": self.load, "check": self.check, "warmup": self.warmup, "call": self.call, "profile": self.profile}
         while True:
             try:
                 message = self.reader.receive()
@@ -341,25 +325,9 @@ def _check_aliasing(outputs: tuple[Any, ...], inputs: list[Any]) -> None:
                 raise CallError("incorrect", f"output {i} shares memory with input {j} (outputs may not alias inputs)")
 
 
-def _snapshot(tensor: Any) -> Any:
-    copy = tensor.detach().new_empty(tensor.shape)
-    copy.copy_(tensor.detach())
-    return copy
-
-
 def _is_out_of_memory(exc: BaseException) -> bool:
     text = str(exc)
     return type(exc).__name__ == "OutOfMemoryError" or "can't allocate memory" in text or "Cannot allocate memory" in text
-
-
-def _child_pids() -> list[int]:
-    children: list[int] = []
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            children += [int(p) for p in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return children
 
 
 def main() -> None:
@@ -375,17 +343,10 @@ def main() -> None:
     sys.stderr = os.fdopen(2, "w", buffering=1)
     from kernel_agent.sandbox import channel
 
-    try:
-        _set_pdeathsig()
-        worker = Worker(config)
-        worker.load()
-    except CallError as exc:
-        channel.send(FD_OUT, {"ok": False, "status": exc.status, "reason": exc.reason})
-        return
-    except Violation as exc:
-        channel.send(FD_OUT, {"ok": False, "status": "rejected", "reason": str(exc)})
-        return
-    channel.send(FD_OUT, {"ok": True, "event": "loaded"})
+    _set_pdeathsig()
+    worker = Worker(config)
+    # Ready before any candidate code runs: the trusted side records this process and freezes it.
+    channel.send(FD_OUT, {"ok": True, "event": "ready"})
     worker.serve()
 
 
