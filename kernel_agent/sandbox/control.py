@@ -265,9 +265,6 @@ class ProcessControl:
         return "cgroup cpu.stat" if self.cgroup is not None else "/proc stat ticks"
 
     def kill(self) -> None:
+        """SIGKILL every process of the sandbox (it ends stopped processes too)."""
         for pid in self.members():
-            if pid != self.launcher_pid:
-                _signal(pid, signal.SIGKILL)
-        if self.frozen:
-            for pid in self.members():
-                _signal(pid, signal.SIGCONT)  # a stopped process dies only once it runs
+            _signal(pid, signal.SIGKILL)
