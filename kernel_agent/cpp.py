@@ -3,10 +3,13 @@
 Why a plain shared library through ctypes: `gcc -O3 -fopenmp -shared` builds in
 about 0.2 s, while a torch `load_inline` extension takes about 40 s on two cores.
 
-Inside the sandbox the library must already be in the build store (built by the
-trusted side from the module's literal `CPP_SOURCE`; the store is mounted
-read-only, THREATS.md row 37). Outside the sandbox (an exported package, a user's
-shell) a missing library is built into the user's cache.
+Inside the sandbox the library must already be in the evaluation's own build
+folder, named by KERNEL_AGENT_BUILD_STORE: the trusted side builds the module's
+literal `CPP_SOURCE` under time and size limits and places that one library there,
+read-only (THREATS.md row 37). The persistent store of every build is private to
+the trusted side, so no candidate can load a library built for another.
+Outside the sandbox (an exported package, a user's shell) a missing library is
+built into the user's cache.
 """
 
 from __future__ import annotations

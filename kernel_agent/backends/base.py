@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ast
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernel_agent.backends import checks
+from kernel_agent.backends.store import DEFAULT_LIBRARY_BYTES, quota_from_env
 
 
 @dataclass
@@ -56,9 +58,27 @@ class Backend:
 
 @dataclass
 class BuildContext:
-    """Where trusted builds go and how to isolate the compiler."""
+    """Where trusted builds go, how to isolate the compiler, and how far it may go.
+
+    A source can keep gcc busy at compile time or make a multi-gigabyte library, so a build runs
+    under rlimits and never past `deadline` (time.monotonic(): the end of the evaluation's
+    timeout) nor `timeout` seconds. `limits` are the evaluation's (kernel_agent.sandbox.isolation
+    .Limits); the compiler gets the tighter of them and the caps here."""
 
     store: Path
     isolation: object
     sandbox_root: Path
-    timeout: float = 120.0
+    timeout: float = 60.0  # wall clock for one build, whatever the deadline
+    deadline: float | None = None
+    limits: object | None = None
+    cpu_seconds: int = 30  # per compiler process (cc1plus, as, ld); honest kernels take about 0.2 s
+    library_bytes: int = DEFAULT_LIBRARY_BYTES  # RLIMIT_FSIZE for the compiler: caps the library
+    memory_bytes: int = 4 << 30  # RLIMIT_DATA for the compiler
+    quota_bytes: int = field(default_factory=quota_from_env)  # the whole store, kept by LRU eviction
+
+    def seconds_left(self) -> float:
+        """Wall-clock seconds a build may still take."""
+        left = self.timeout
+        if self.deadline is not None:
+            left = min(left, self.deadline - time.monotonic())
+        return left

@@ -2,17 +2,24 @@
 
 Layers, strongest available first, probed once and recorded in every verdict:
 - `bwrap`: read-only system, private /tmp and /dev, writable work dir only,
-  no network, own PID namespace, dies with its parent;
+  no network, own PID namespace, dies with its parent; the scratch folders
+  (HOME, TMPDIR, caches) are one size-limited tmpfs, so total disk use is bounded;
 - `unshare`: own network and PID namespaces, full filesystem read-only by
   permissions only;
 - `process`: a plain child in its own session (nothing but rlimits and uid).
 When running as root the untrusted process drops to an unprivileged uid
 (THREATS.md 0.5: RLIMIT_NPROC is not enforced for uid 0, and a same-uid child
 can read its parent's memory).
+
+Per-file limits (RLIMIT_FSIZE) do not bound the sum of many files, so the total
+is bounded twice: by the scratch tmpfs (bwrap) and by `disk_overuse`, which the
+trusted side runs on the host's view of the work dir (every level; the only bound
+for `unshare` and `process`, and for `out/`, which stays on the host).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import glob
 import os
@@ -25,6 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SANDBOX_UID = 65534  # nobody
+DEFAULT_DISK_BYTES = 1 << 30  # scratch tmpfs size and the work dir's disk quota
+DEFAULT_MAX_FILES = 100_000  # a flood of empty files costs inodes and slows every scan
+MB = 1 << 20
 ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
@@ -36,6 +46,7 @@ class Limits:
     file_bytes: int = 2 << 30
     processes: int = 256  # counts threads too; enforced only for a non-root uid
     data_bytes: int | None = 16 << 30  # RLIMIT_DATA, not RLIMIT_AS: CUDA reserves huge VA windows
+    disk_bytes: int = DEFAULT_DISK_BYTES  # not an rlimit: the scratch tmpfs size and disk_overuse's quota
 
     def apply(self) -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (self.cpu_seconds, self.cpu_seconds))
@@ -53,9 +64,26 @@ class Isolation:
     level: str  # "bwrap", "unshare" or "process"
     uid: int
     layers: tuple[str, ...] = field(default=())
+    disk_bytes: int = DEFAULT_DISK_BYTES
+
+    @property
+    def scratch_tmpfs(self) -> bool:
+        """Whether HOME, TMPDIR and the caches are a size-limited tmpfs inside the sandbox."""
+        return self.level == "bwrap" and "scratch-tmpfs" in self.layers
+
+    def with_limits(self, limits: Limits) -> Isolation:
+        """The same layer with the evaluation's disk quota (shown by describe() and used by wrap())."""
+        return dataclasses.replace(self, disk_bytes=limits.disk_bytes)
 
     def describe(self) -> str:
-        return f"{self.level} (uid {self.uid}; {', '.join(self.layers)})"
+        """One line for the verdict; it names the disk quota, so a candidate whose writes failed with
+        ENOSPC ("No space left on device") can be read against it."""
+        quota = f"disk quota {self.disk_bytes // MB} MB"
+        if self.scratch_tmpfs:
+            quota += f" (HOME, TMPDIR and caches are a {self.disk_bytes // MB} MB tmpfs: writes past it fail with No space left on device)"
+        else:
+            quota += " (checked on the work dir from outside)"
+        return f"{self.level} (uid {self.uid}; {', '.join(self.layers)}; {quota})"
 
 
 def _works(command: list[str]) -> bool:
@@ -73,8 +101,12 @@ def probe(preferred: str = "auto") -> Isolation:
     order = ["bwrap", "unshare", "process"] if preferred == "auto" else [preferred]
     for level in order:
         if level == "bwrap" and shutil.which("bwrap"):
-            if _works(bwrap_prefix(Path("/"), extra_ro=(), gpu=False) + ["/bin/true"]):
-                return Isolation("bwrap", uid, ("minimal-root", "private-tmp", "no-net", "pid-ns", "env-allowlist", "rlimits", *(["setuid"] if root else [])))
+            prefix = bwrap_prefix(Path("/"), extra_ro=(), gpu=False)
+            if _works(prefix + ["/bin/true"]):
+                # --size needs bubblewrap 0.7 or later; without it the disk bound is disk_overuse alone.
+                sized = _works(prefix + ["--size", str(MB), "--tmpfs", "/tmp", "/bin/true"])
+                layers = ("minimal-root", "private-tmp", "no-net", "pid-ns", "env-allowlist", "rlimits", *(["scratch-tmpfs"] if sized else []), *(["setuid"] if root else []))
+                return Isolation("bwrap", uid, layers)
         if level == "unshare" and shutil.which("unshare"):
             if _works(unshare_prefix() + ["/bin/true"]):
                 return Isolation("unshare", uid, ("no-net", "pid-ns", "env-allowlist", "rlimits", *(["setuid"] if root else [])))
@@ -119,11 +151,17 @@ def _parents(path: Path, made: set[Path]) -> list[str]:
     return args
 
 
-def bwrap_prefix(workdir: Path, extra_ro: tuple[Path, ...], gpu: bool, masked: tuple[Path, ...] = ()) -> list[str]:
+def bwrap_prefix(workdir: Path, extra_ro: tuple[Path, ...], gpu: bool, masked: tuple[Path, ...] = (), scratch_bytes: int | None = None) -> list[str]:
     """A minimal root: the system trees read-only, the interpreter and this package, the extras,
     and the work dir. Project folders, home folders and every other copy of a problem (and
     its reference) on this machine are simply not there. `masked` paths are hidden even
-    when an extra would expose them."""
+    when an extra would expose them. With `scratch_bytes`, the work dir's scratch folder is a
+    tmpfs of that size (its host folder stays empty). Extras inside the work dir (the
+    evaluation's own build folder) are bound read-only over the writable work dir, so even a
+    same-uid sandbox cannot swap its library."""
+    root = workdir.resolve()
+    inside = tuple(p for p in extra_ro if root != Path("/") and p.is_absolute() and p.resolve() == p and root in p.parents)
+    extra_ro = tuple(p for p in extra_ro if p not in inside)
     cmd = ["bwrap", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for directory in SYSTEM_DIRS:
         if Path(directory).is_dir():
@@ -143,6 +181,11 @@ def bwrap_prefix(workdir: Path, extra_ro: tuple[Path, ...], gpu: bool, masked: t
             cmd += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
     if workdir != Path("/"):
         cmd += _parents(workdir, made) + ["--bind", str(workdir), str(workdir)]
+        if scratch_bytes:
+            cmd += scratch_tmpfs_args(workdir, scratch_bytes)
+        for path in inside:
+            if path.is_dir():
+                cmd += ["--ro-bind", str(path), str(path)]
     if gpu:
         for node in sorted(glob.glob("/dev/nvidia*")):
             cmd += ["--dev-bind", node, node]
@@ -164,10 +207,32 @@ def drop_privileges_prefix() -> list[str]:
     return ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
 
 
-def wrap(command: list[str], isolation: Isolation, workdir: Path, extra_ro: tuple[Path, ...] = (), gpu: bool = False, masked: tuple[Path, ...] = ()) -> list[str]:
-    """The full argv that runs `command` under `isolation`."""
+def scratch_tmpfs_args(workdir: Path, size: int) -> list[str]:
+    """bwrap arguments that make `workdir/scratch` one tmpfs of `size` bytes holding HOME, TMPDIR
+    and the caches. One mount, so the bound is on their sum; it vanishes with the sandbox's mount
+    namespace, so nothing written there outlives the process. World-writable because bwrap
+    creates it as root and only this sandbox's processes can see it."""
+    scratch = workdir / SCRATCH
+    args = ["--perms", "01777", "--size", str(int(size)), "--tmpfs", str(scratch)]
+    for name in SCRATCH_DIRS:
+        args += ["--perms", "01777" if name == "tmp" else "0777", "--dir", str(scratch / name)]
+    return args
+
+
+def wrap(
+    command: list[str],
+    isolation: Isolation,
+    workdir: Path,
+    extra_ro: tuple[Path, ...] = (),
+    gpu: bool = False,
+    masked: tuple[Path, ...] = (),
+    disk_bytes: int | None = None,
+) -> list[str]:
+    """The full argv that runs `command` under `isolation`. `disk_bytes` (default: the isolation's
+    quota, i.e. Limits.disk_bytes when the caller used Isolation.with_limits) sizes the scratch tmpfs."""
     if isolation.level == "bwrap":
-        prefix = bwrap_prefix(workdir, extra_ro, gpu, masked)
+        scratch = (disk_bytes or isolation.disk_bytes) if isolation.scratch_tmpfs else None
+        prefix = bwrap_prefix(workdir, extra_ro, gpu, masked, scratch_bytes=scratch)
     elif isolation.level == "unshare":
         prefix = unshare_prefix()
     else:
@@ -191,10 +256,14 @@ def sandbox_env(extra: dict[str, str], workdir: Path) -> dict[str, str]:
     """An allowlisted environment: nothing secret crosses (API keys, database URLs)."""
     env = {key: os.environ[key] for key in ENV_ALLOWLIST if key in os.environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    scratch = workdir / SCRATCH
     env.update(
         {
-            "HOME": str(workdir / "home"),
-            "TMPDIR": str(workdir / "tmp"),
+            # Everything a library writes by default (HOME, TMPDIR, ~/.cache: Triton, torch
+            # extensions) lands in the scratch folder, which the disk quota bounds.
+            "HOME": str(scratch / "home"),
+            "TMPDIR": str(scratch / "tmp"),
+            "XDG_CACHE_HOME": str(scratch / "cache"),
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONNOUSERSITE": "1",
             "KERNEL_AGENT_IN_SANDBOX": "1",
@@ -208,7 +277,15 @@ def sandbox_env(extra: dict[str, str], workdir: Path) -> dict[str, str]:
 # Folders inside a work dir that the sandbox uid may write. Everything else in the work
 # dir (inputs, configs, logs) belongs to the trusted side, so a candidate cannot plant
 # symlinks, FIFOs or shadow modules where the trusted side later writes or reads as root.
-SANDBOX_WRITABLE = ("tmp", "home", "out")
+# With bwrap's scratch tmpfs the host's scratch folders stay empty; `out` is on the host.
+SCRATCH = "scratch"
+SCRATCH_DIRS = ("home", "tmp", "cache")
+SANDBOX_WRITABLE = (SCRATCH, *(f"{SCRATCH}/{name}" for name in SCRATCH_DIRS), "out")
+
+
+def scratch_dir(workdir: Path, *names: str) -> Path:
+    """A folder inside the work dir's scratch area (for per-candidate caches)."""
+    return workdir.joinpath(SCRATCH, *names)
 
 
 def prepare_workdir(workdir: Path, uid: int, writable: tuple[str, ...] = ()) -> None:
@@ -228,6 +305,58 @@ def sandbox_writable_dir(path: Path, uid: int) -> None:
     path.mkdir(parents=True, exist_ok=True)
     if os.geteuid() == 0 and uid != 0:
         os.chown(path, uid, uid, follow_symlinks=False)
+
+
+def _sandbox_uid() -> int:
+    return SANDBOX_UID if os.geteuid() == 0 else os.geteuid()
+
+
+def disk_use(workdir: Path, uid: int | None = None, max_files: int = DEFAULT_MAX_FILES) -> tuple[int, int]:
+    """Bytes allocated and entries counted for what the sandbox uid can write in the work dir.
+
+    Counted: everything below the SANDBOX_WRITABLE folders, and, when the sandbox runs as another
+    uid than this process, every entry it owns anywhere in the work dir (its log, folders it made).
+    Allocated blocks, not apparent sizes (a sparse file costs only what was filled); hard links
+    once; symlinks never followed. Stops counting after `max_files` entries.
+    """
+    uid = _sandbox_uid() if uid is None else uid
+    separate = uid != os.geteuid()
+    roots = {str(workdir / name) for name in SANDBOX_WRITABLE}
+    seen: set[tuple[int, int]] = set()
+    total = files = 0
+    stack = [(str(workdir), False)]
+    while stack and files <= max_files:
+        folder, counted = stack.pop()
+        try:
+            entries = os.scandir(folder)
+        except OSError:
+            continue  # vanished, or not a folder any more
+        with entries:
+            for entry in entries:
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                mine = counted or entry.path in roots or (separate and info.st_uid == uid)
+                if stat.S_ISDIR(info.st_mode):
+                    stack.append((entry.path, mine))
+                if not mine or (info.st_dev, info.st_ino) in seen:
+                    continue
+                seen.add((info.st_dev, info.st_ino))
+                total += info.st_blocks * 512
+                files += 1
+    return total, files
+
+
+def disk_overuse(workdir: Path, limit: int, uid: int | None = None, max_files: int = DEFAULT_MAX_FILES) -> str | None:
+    """A one-line reason when the sandbox's writes in the work dir pass `limit` bytes (or
+    `max_files` entries), else None. Cheap enough to run at every request and from a watchdog."""
+    used, files = disk_use(workdir, uid, max_files)
+    if used > limit:
+        return f"disk quota of {limit // MB} MB exceeded: {used / MB:.0f} MB written"
+    if files > max_files:
+        return f"disk quota of {max_files} files exceeded: more than {max_files} files written"
+    return None
 
 
 def write_trusted(path: Path, data: bytes, owner: int | None = None) -> None:

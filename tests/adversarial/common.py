@@ -6,8 +6,11 @@ row, the expected verdict status and a distinctive substring of the reason:
     ROW: 27
     EXPECT: rejected
     REASON: harness tampering: time.perf_counter
-    OPTIONS: rounds=4 timeout=6 data_bytes=... file_bytes=...   (optional)
+    OPTIONS: rounds=4 timeout=6 data_bytes=... file_bytes=... disk_bytes=...   (optional)
     PARAMS: TARGETS PORT                                         (optional placeholders)
+    PROBLEM: softmax_cuda                                        (optional: a folder under problems/,
+                                                                  else a path from the repository root,
+                                                                  e.g. examples/cpp_softmax)
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ class Fixture:
         limits = Limits(
             data_bytes=int(opts.pop("data_bytes", Limits().data_bytes or 0)) or None,
             file_bytes=int(opts.pop("file_bytes", Limits().file_bytes)),
+            disk_bytes=int(opts.pop("disk_bytes", Limits().disk_bytes)),
         )
         # One thread: on a small shared CI machine, two OpenMP threads that spin at barriers while
         # the other is descheduled make single blocks 100x slower and the timing meaningless.
@@ -90,8 +94,14 @@ def load_fixture(path: Path) -> Fixture:
     for item in (_field(doc, "OPTIONS") or "").split():
         key, value = item.split("=")
         options[key] = float(value)
-    problem = _field(doc, "PROBLEM")
-    return Fixture(path, row, expect, reason, PROBLEMS / problem if problem else SOFTMAX, options, (_field(doc, "PARAMS") or "").split())
+    return Fixture(path, row, expect, reason, _problem(_field(doc, "PROBLEM")), options, (_field(doc, "PARAMS") or "").split())
+
+
+def _problem(name: str | None) -> Path:
+    """A PROBLEM: line names a folder under problems/, else a path from the repository root."""
+    if not name:
+        return SOFTMAX
+    return PROBLEMS / name if (PROBLEMS / name).is_dir() else ROOT / name
 
 
 def all_fixtures() -> list[Fixture]:
