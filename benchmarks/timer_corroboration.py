@@ -1,72 +1,122 @@
-"""How often the trusted-clock cross-check flags an honest fast candidate, by number of rounds.
+"""Honest false-flag rate of the timing rules, beside the rate forged timers are caught.
 
-Usage: python benchmarks/timer_corroboration.py [PROBLEM CANDIDATE] [--rounds 4 10] [--repeats N]
-Evaluates an honest candidate (default: softmax64's torch.softmax rewrite) N times per round
-count and prints the verdicts and the per-call time each side spent outside its own timer
-(the "unexplained" time the corroboration compares, as medians over the blocks it judges).
+Usage: python benchmarks/timer_corroboration.py [--repeats N] [--conditions idle loaded]
+
+Honest verdicts: the row-softmax fixture rewritten at five sizes (baseline from about 0.1 ms to
+tens of ms a call), each timed against an honest fast rewrite (torch.softmax) and against
+itself (A/A), N times each, on a quiet machine and with one core kept busy by another process.
+An honest verdict that comes out `rejected` or `flagged` is a false flag.
+Forged timers: the adversarial fixtures whose worker lies about its own clock (a forged reply
+path, self-restoring and patched timers, an impersonated worker); each is caught when rejected.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-import kernel_agent.measure as measure
-from kernel_agent.evaluate import EvalOptions, evaluate
-from kernel_agent.problem import load_problem
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from adversarial.common import all_fixtures, run_fixture  # noqa: E402
+
+from kernel_agent.evaluate import EvalOptions, evaluate  # noqa: E402
+from kernel_agent.problem import load_problem  # noqa: E402
+
+SIZES = [(64, 256), (128, 1024), (256, 2048), (512, 4096), (1024, 8192)]
+FORGERS = ("b27_patch_perf_counter", "b27_self_restoring_timer", "b28_forged_nonpositive_times", "b31_forge_reply_fd4", "b31_impersonate_worker")
+HONEST = {"faster": ROOT / "tests" / "fixtures" / "candidates" / "faster.py", "A/A": ROOT / "tests" / "fixtures" / "softmax64" / "kernel.py"}
 
 
-def record_blocks(log: list[dict[str, Any]]) -> None:
-    """Keep what `_measure` hands the corroboration (ms per call, per block) for the table."""
-    original = measure._timer_gap
+def sized_problem(folder: Path, shape: tuple[int, int]) -> Path:
+    """softmax64 with one benchmark shape."""
+    target = folder / f"softmax_{shape[0]}x{shape[1]}"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "softmax64", target)
+    source = (target / "problem.py").read_text().replace("SHAPES = [(256, 2048)]", f"SHAPES = [{shape}]")
+    (target / "problem.py").write_text(source)
+    return target
 
-    def spy(unexplained: dict, claimed: dict, calls: list[int]) -> str | None:
-        log.append({role: [u / n for u, n in zip(unexplained[role], calls)] for role in ("baseline", "candidate")})
-        return original(unexplained, claimed, calls)
 
-    measure._timer_gap = spy
+class Load:
+    """One core kept busy by another process (unpinned), for the loaded condition."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+
+    def __enter__(self) -> Load:
+        self.process = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if self.on else None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("problem", nargs="?", default=str(ROOT / "tests" / "fixtures" / "softmax64"))
-    parser.add_argument("candidate", nargs="?", default=str(ROOT / "tests" / "fixtures" / "candidates" / "faster.py"))
-    parser.add_argument("--rounds", type=int, nargs="+", default=[4, 10])
-    parser.add_argument("--repeats", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--conditions", nargs="+", default=["idle", "loaded"])
+    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
-    problem = load_problem(args.problem)
-    source = Path(args.candidate).read_text()
-    log: list[dict[str, Any]] = []
-    record_blocks(log)
-    table = Table(title=f"{Path(args.candidate).name} on {problem.name}: {args.repeats} evaluations per row")
-    for column in ("rounds", "verdicts", "median speedup", "baseline unexplained ms/call", "candidate unexplained ms/call"):
-        table.add_column(column, justify="right" if column != "verdicts" else "left")
-    for rounds in args.rounds:
-        statuses: Counter[str] = Counter()
-        speedups, base, cand = [], [], []
-        for _ in range(args.repeats):
-            log.clear()
-            verdict = evaluate(problem, source, EvalOptions(rounds=rounds, sandbox_root=ROOT / "sandbox"))
-            statuses[verdict.status] += 1
-            if verdict.speedup:
-                speedups.append(verdict.speedup)
-            if log:
-                base.append(statistics.median(log[-1]["baseline"]))
-                cand.append(statistics.median(log[-1]["candidate"]))
-        table.add_row(
-            str(rounds), ", ".join(f"{s} {n}" for s, n in statuses.most_common()), f"{statistics.median(speedups):.2f}x" if speedups else "-",
-            f"{statistics.median(base):.3f}" if base else "-", f"{statistics.median(cand):.3f}" if cand else "-",
-        )
-    Console().print(table)
-    print("unexplained: time per call the orchestrator's clock saw beyond what the side claimed (medians over blocks after the first round)")
+    console = Console(width=200)
+    honest = Table(title=f"Honest verdicts (threads={args.threads}, 10 rounds): a `rejected` or `flagged` one is a false flag")
+    for column in ("condition", "size", "candidate", "verdicts", "speedups", "baseline ms", "s/verdict"):
+        honest.add_column(column)
+    totals: Counter[str] = Counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        problems = {shape: load_problem(sized_problem(Path(tmp), shape)) for shape in SIZES}
+        for condition in args.conditions:
+            with Load(condition == "loaded"):
+                for shape, problem in problems.items():
+                    for name, path in HONEST.items():
+                        statuses: Counter[str] = Counter()
+                        speedups, base_ms, seconds = [], [], []
+                        for _ in range(args.repeats):
+                            began = time.perf_counter()
+                            verdict = evaluate(problem, path.read_text(), EvalOptions(sandbox_root=ROOT / "sandbox", threads=args.threads))
+                            seconds.append(time.perf_counter() - began)
+                            statuses[verdict.status] += 1
+                            totals["honest"] += 1
+                            totals["false"] += verdict.status in ("rejected", "flagged")
+                            totals[f"false-{condition}"] += verdict.status in ("rejected", "flagged")
+                            totals[f"n-{condition}"] += 1
+                            if verdict.speedup:
+                                speedups.append(f"{verdict.speedup:.2f}")
+                                base_ms.append((verdict.timing or {}).get("baseline", {}).get("median_ms", 0.0))
+                            if verdict.status in ("rejected", "flagged"):
+                                console.print(f"[red]false flag[/red] {condition} {shape} {name}: {verdict.reason}", markup=True, highlight=False)
+                        honest.add_row(
+                            condition, f"{shape[0]}x{shape[1]}", name, ", ".join(f"{s} {n}" for s, n in statuses.most_common()), " ".join(speedups),
+                            f"{sorted(base_ms)[len(base_ms) // 2]:.3f}" if base_ms else "-", f"{sorted(seconds)[len(seconds) // 2]:.1f}",
+                        )
+        forged = Table(title="Forged timers (the adversarial fixtures that lie about their own clock)")
+        for column in ("condition", "fixture", "verdicts", "caught"):
+            forged.add_column(column)
+        fixtures = {f.name: f for f in all_fixtures()}
+        for condition in args.conditions:
+            with Load(condition == "loaded"):
+                for name in FORGERS:
+                    statuses = Counter()
+                    for _ in range(args.repeats):
+                        verdict = run_fixture(fixtures[name], ROOT / "sandbox", rounds=10)
+                        statuses[verdict.status] += 1
+                        totals["forged"] += 1
+                        totals["caught"] += verdict.status == "rejected"
+                    forged.add_row(condition, name, ", ".join(f"{s} {n}" for s, n in statuses.most_common()), f"{statuses['rejected']}/{args.repeats}")
+    console.print(honest)
+    console.print(forged)
+    rates = ", ".join(f"{c} {totals[f'false-{c}']}/{totals[f'n-{c}']}" for c in args.conditions)
+    console.print(f"honest false flags: {totals['false']}/{totals['honest']} ({rates}); forged timers caught: {totals['caught']}/{totals['forged']}", highlight=False)
 
 
 if __name__ == "__main__":

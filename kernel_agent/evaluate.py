@@ -85,7 +85,8 @@ class Evaluation:
         self.source = source
         self.options = options
         self.device = run_device(problem, options.device)
-        self.isolation: Isolation = probe(options.isolation)
+        self.isolation: Isolation = probe(options.isolation).with_limits(options.limits)
+        self.started = time.monotonic()
         self.durations: dict[str, float] = {}
         self.accounts: dict[str, dict] = {}  # CPU per phase of each side's sandbox, measured from outside
         self.workdir = (options.sandbox_root / f"{problem.name}-{uuid.uuid4().hex[:12]}").resolve()
@@ -338,14 +339,18 @@ class Evaluation:
             for repeat in range(2 if index == 0 else 1):
                 baseline.request({"cmd": "check", "poison_bytes": out_bytes * (repeat + 1), **baseline.place(inputs)}, "check")
 
-    def _build_context(self) -> BuildContext:
+    def _build_context(self, deadline: float | None = None) -> BuildContext:
+        """Builds run under the evaluation's limits and never past its timeout."""
         store = self.options.build_store or default_build_store()
-        return BuildContext(store=store, isolation=self.isolation, sandbox_root=self.options.sandbox_root.resolve())
+        return BuildContext(
+            store=store, isolation=self.isolation, sandbox_root=self.options.sandbox_root.resolve(),
+            deadline=deadline or self.started + self.options.timeout, limits=self.options.limits,
+        )
 
     def _baseline_prepared(self) -> Prepared:
         baseline_backend = detect_backend(self.problem.baseline_source)
         try:
-            return get_backend(baseline_backend).prepare(self.problem.baseline_source, self.device, self.workdir / "baseline", self._build_context())
+            return get_backend(baseline_backend).prepare(self.problem.baseline_source, self.device, self.workdir / "baseline", self._build_context(time.monotonic() + self.options.timeout))
         except BuildFailed as exc:
             raise EvaluationError("runtime_error", f"the baseline failed to build: {exc}") from None
 

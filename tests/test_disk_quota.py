@@ -1,12 +1,15 @@
 """A sandbox's total disk use is bounded (issue 11, class D): the scratch folders are one
 size-limited tmpfs under bwrap, and `disk_overuse` measures what the sandbox uid wrote in the work
-dir from outside (the bound for `out/` and for the levels without a tmpfs)."""
+dir from outside (the bound for the levels without a tmpfs)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -43,7 +46,7 @@ def write(path: Path, size: int) -> None:
 def test_writable_folders_are_summed_and_the_reason_names_the_quota(tmp_path: Path) -> None:
     work = workdir(tmp_path)
     for index in range(3):
-        write(work / "out" / f"part{index}", 2 * MB)
+        write(work / "scratch" / "home" / f"part{index}", 2 * MB)
     write(work / "scratch" / "home" / "deep" / "er" / "file", 2 * MB)
     used, _files = disk_use(work, uid=ME)
     assert 8 * MB <= used < 9 * MB
@@ -79,7 +82,7 @@ def test_sparse_files_count_what_was_filled_and_hard_links_once(tmp_path: Path) 
         handle.write(b"\x22" * (3 * MB))
         handle.flush()
         os.fsync(handle.fileno())
-    os.link(sparse, work / "out" / "same-inode")
+    os.link(sparse, work / "scratch" / "home" / "same-inode")
     used, _ = disk_use(work, uid=ME)
     assert 3 * MB <= used < 4 * MB
 
@@ -88,15 +91,15 @@ def test_symlinks_are_not_followed(tmp_path: Path) -> None:
     work = workdir(tmp_path)
     outside = tmp_path / "big"
     write(outside, 8 * MB)
-    (work / "out" / "link").symlink_to(outside)
-    (work / "out" / "loop").symlink_to(work)
+    (work / "scratch" / "home" / "link").symlink_to(outside)
+    (work / "scratch" / "home" / "loop").symlink_to(work)
     assert disk_use(work, uid=ME)[0] < MB
 
 
 def test_a_flood_of_empty_files_is_over_the_quota(tmp_path: Path) -> None:
     work = workdir(tmp_path)
     for index in range(60):
-        (work / "out" / f"f{index}").touch()
+        (work / "scratch" / "home" / f"f{index}").touch()
     assert disk_overuse(work, 1 << 30, uid=ME, max_files=50) == "disk quota of 50 files exceeded: more than 50 files written"
     assert disk_overuse(work, 1 << 30, uid=ME, max_files=100) is None
 
@@ -150,3 +153,23 @@ def test_the_verdicts_isolation_line_names_the_quota() -> None:
     if isolation.scratch_tmpfs:
         assert "No space left on device" in text
     assert "disk quota 1024 MB (checked on the work dir from outside)" in probe("process").describe()
+
+
+def test_without_a_tmpfs_the_watchdog_stops_a_flood_with_the_quota_in_the_reason(tmp_path: Path) -> None:
+    """The unshare level has no size-limited scratch: the session's disk watchdog bounds it from outside."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from adversarial.common import all_fixtures, run_fixture
+
+    fixture = next(f for f in all_fixtures() if f.name == "d51_many_files")
+    # Without bwrap the sandbox uid walks the real file system: its work dirs need traversable parents.
+    sandbox_root = Path(tempfile.mkdtemp(prefix="ka-unshare-", dir="/tmp"))
+    os.chmod(sandbox_root, 0o755)
+    try:
+        started = time.monotonic()
+        verdict = run_fixture(fixture, sandbox_root, isolation="unshare", limits=Limits(disk_bytes=64 * MB))
+        assert verdict.status == "crashed", verdict.reason
+        assert "disk quota of 64 MB exceeded" in verdict.reason
+        assert time.monotonic() - started < 60
+        assert not list(sandbox_root.glob("*/")), "the work dir was not removed"
+    finally:
+        shutil.rmtree(sandbox_root, ignore_errors=True)

@@ -71,7 +71,14 @@ def test_the_trusted_side_reads_a_frozen_process_tensor_by_its_description() -> 
 
 @pytest.mark.parametrize(
     "value",
-    [[1, "float32", [2], [1]], ["0x10", "float32", [2], [1], "cpu"], [-1, "float32", [2], [1], "cpu"], [16, "float32", [2, 2], [1], "cpu"], [16, "float32", [-2], [1], "cpu"], [16, 3, [2], [1], "cpu"]],
+    [
+        [1, "float32", [2], [1]],
+        ["0x10", "float32", [2], [1], "cpu"],
+        [-1, "float32", [2], [1], "cpu"],
+        [16, "float32", [2, 2], [1], "cpu"],
+        [16, "float32", [-2], [1], "cpu"],
+        [16, 3, [2], [1], "cpu"],
+    ],
 )
 def test_malformed_output_descriptions_are_refused(value: list) -> None:
     with pytest.raises(TransportError):

@@ -182,7 +182,7 @@ def _compile(cpp_source: str, build: BuildContext, tmp: Path, wall: float) -> Pa
     from kernel_agent.sandbox.isolation import prepare_workdir, sandbox_env, wrap, write_trusted
 
     (tmp / "kernel.cpp").write_text(cpp_source)
-    prepare_workdir(tmp, build.isolation.uid)
+    prepare_workdir(tmp, build.isolation.uid, writable=("out",))
     built = tmp / "out" / "kernel.so"  # the only host folder the compiler may write
     command = cpp.compile_command(tmp / "kernel.cpp", built)
     command = [command[0], *TRUSTED_BUILD_FLAGS, *command[1:]]

@@ -280,7 +280,7 @@ def sandbox_env(extra: dict[str, str], workdir: Path) -> dict[str, str]:
 # With bwrap's scratch tmpfs the host's scratch folders stay empty; `out` is on the host.
 SCRATCH = "scratch"
 SCRATCH_DIRS = ("home", "tmp", "cache")
-SANDBOX_WRITABLE = (SCRATCH, *(f"{SCRATCH}/{name}" for name in SCRATCH_DIRS), "out")
+SANDBOX_WRITABLE = (SCRATCH, *(f"{SCRATCH}/{name}" for name in SCRATCH_DIRS))
 
 
 def scratch_dir(workdir: Path, *names: str) -> Path:

@@ -15,6 +15,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,13 +25,14 @@ import torch
 
 from kernel_agent.sandbox import channel
 from kernel_agent.sandbox.control import Cgroup, ControlError, ProcessControl, Usage, cgroup_root
-from kernel_agent.sandbox.isolation import Isolation, Limits, prepare_workdir, sandbox_env, sandbox_writable_dir, wrap, write_trusted
+from kernel_agent.sandbox.isolation import Isolation, Limits, disk_overuse, prepare_workdir, sandbox_env, wrap, write_trusted
 from kernel_agent.sandbox.shm import InputSegment, MemoryReader, OutputRef, Placed, TransportError, read_bound
 from kernel_agent.sandbox.worker import FD_IN, FD_INPUTS, FD_OUT, FD_STATE, WORKER_STATUSES
 from kernel_agent.text import clean
 
 LOG_TAIL_BYTES = 4000
 IDLE_CPU_LIMIT_NS = 20_000_000  # CPU the sandbox may show while frozen (measurement slack): 20 ms in all
+DISK_CHECK_S = 0.25  # how often the disk watchdog looks, where no size-limited tmpfs bounds the sandbox
 
 
 class WorkerFailure(Exception):
@@ -124,6 +126,8 @@ class WorkerSession:
         self.accounting = Accounting(method="none")
         self._last: Usage | None = None
         self._cpu_at_thaw = 0
+        self.disk_reason: str | None = None  # set by the disk watchdog when the sandbox wrote past its quota
+        self._watchdog: threading.Thread | None = None
 
     # ---- lifecycle ---------------------------------------------------------
     def start(self) -> None:
@@ -135,10 +139,6 @@ class WorkerSession:
         config_path = self.workdir / f"{spec.role}.json"
         write_trusted(config_path, json.dumps(config).encode())
         write_trusted(self.workdir / f"{spec.role}.log", b"", owner=self.isolation.uid)
-        for value in spec.env.values():  # per-candidate caches (Triton, torch extensions) inside the work dir
-            path = Path(value)
-            if path.is_absolute() and self.workdir in path.parents:
-                sandbox_writable_dir(path, self.isolation.uid)
         sandbox_log = self.workdir / f"{spec.role}.sandbox.log"
         write_trusted(sandbox_log, b"")
         self.segment = InputSegment()
@@ -210,6 +210,19 @@ class WorkerSession:
             raise WorkerFailure("crashed", f"cannot read the worker's memory: {exc.strerror}") from None
         self._freeze()
         self._account("start", began)
+        if not self.isolation.scratch_tmpfs:  # no size-limited tmpfs: watch the work dir from outside
+            self._watchdog = threading.Thread(target=self._watch_disk, name="disk-watchdog", daemon=True)
+            self._watchdog.start()
+
+    def _watch_disk(self) -> None:
+        """Kill the sandbox once its writes in the work dir pass the quota (levels without a scratch tmpfs)."""
+        while self.process is not None and self.disk_reason is None:
+            reason = disk_overuse(self.workdir, self.limits.disk_bytes, self.isolation.uid)
+            if reason and self.control is not None:
+                self.disk_reason = reason
+                self.control.kill()
+                return
+            time.sleep(DISK_CHECK_S)
 
     def load(self) -> None:
         """Import the kernel (and build a KernelBench model from the sealed weights)."""
@@ -357,6 +370,11 @@ class WorkerSession:
         self.accounting.max_threads = max(self.accounting.max_threads, usage.threads)
         self.accounting.max_processes = max(self.accounting.max_processes, usage.processes)
         self._last = usage
+        if self.disk_reason is None and not self.isolation.scratch_tmpfs:
+            self.disk_reason = disk_overuse(self.workdir, self.limits.disk_bytes, self.isolation.uid)
+        if self.disk_reason:
+            self.close()
+            raise WorkerFailure("crashed", f"{self.disk_reason}; the sandbox was killed")
         if usage.processes > 1:
             self.close()
             raise WorkerFailure("rejected", f"the sandbox holds {usage.processes} processes: the candidate started child processes ({phase})")
@@ -396,6 +414,8 @@ class WorkerSession:
                 code = None
         last = self.last_error_line()
         self.close()
+        if self.disk_reason:
+            return "crashed", f"{self.disk_reason}; the sandbox was killed"
         said = f"; last output: {last}" if last else ""
         if code is not None and code < 0:
             name = signal.Signals(-code).name if -code in signal.Signals.__members__.values() else str(-code)
@@ -479,6 +499,8 @@ def _oom_hint(signum: int) -> str:
         return " (file-size limit: output flood)"
     if signum == signal.SIGSEGV:
         return " (a memory fault: a write into the read-only input segment is one cause)"
+    if signum == signal.SIGBUS:
+        return " (a bus error: a write through a memory map past the disk quota is one cause)"
     return ""
 
 

@@ -194,7 +194,7 @@ class Worker:
             if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
                 raise CallError("crashed", "file-size limit hit (output flood): SIGXFSZ/EFBIG") from None
             if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise CallError("crashed", f"disk quota reached: {_one_line(exc)[:200]}") from None
+                raise CallError("crashed", f"disk quota reached (the sandbox's scratch space is full): {_one_line(exc)[:200]}") from None
             status = "compile_error" if "CompilationError" in type(exc).__name__ else "runtime_error"
             raise CallError(status, f"{_one_line(exc)}{_where(exc, self.config['source'])}") from None
         outputs = (result,) if not isinstance(result, (tuple, list)) else tuple(result)
