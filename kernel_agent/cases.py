@@ -62,6 +62,7 @@ class CaseMaker:
         self.model: torch.nn.Module | None = None
         self.gold_model: torch.nn.Module | None = None
         self.init_args: list[Any] = []
+        self.meta_model: torch.nn.Module | None = None
         if problem.kind == "kernelbench":
             self._build_models()
 
@@ -93,19 +94,35 @@ class CaseMaker:
         return [t.contiguous() for t in drawn]
 
     # ---- references -----------------------------------------------------------
+    def reference_meta(self, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """The reference's outputs on the meta device: their shapes and dtypes, at no cost."""
+        metas = [t.to("meta") for t in inputs]
+        with torch.no_grad():
+            if self.problem.kind == "kernelbench":
+                if self.meta_model is None:
+                    with torch.device("meta"):
+                        self.meta_model = self.module.Model(*self.init_args)
+                return as_outputs(self.meta_model(*metas))
+            return as_outputs(self.module.reference(*metas))
+
     def reference(self, inputs: list[torch.Tensor]) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
-        """(gold in float64, base in the inputs' dtype), both on CPU."""
+        """(gold in float64, base in the inputs' dtype), both on CPU.
+
+        The float64 copies of the inputs live only while the gold is computed, so one case never
+        holds more than its inputs, their float64 copies and the two references at once."""
         with torch.no_grad():
             on_device = [t.to(self.device) for t in inputs]
             doubles = [t.double() if t.is_floating_point() else t for t in on_device]
             if self.problem.kind == "kernelbench":
                 assert self.model is not None and self.gold_model is not None
-                gold = as_outputs(self.gold_model(*doubles))
+                gold = tuple(t.cpu() for t in as_outputs(self.gold_model(*doubles)))
+                del doubles
                 base = as_outputs(self.model(*on_device))
             else:
-                gold = as_outputs(self.module.reference(*doubles))
+                gold = tuple(t.cpu() for t in as_outputs(self.module.reference(*doubles)))
+                del doubles
                 base = as_outputs(self.module.reference(*on_device))
-        return tuple(t.cpu() for t in gold), tuple(t.cpu() for t in base)
+        return gold, tuple(t.cpu() for t in base)
 
 
 def randomize_parameters(model: torch.nn.Module, generator: torch.Generator) -> None:

@@ -19,17 +19,19 @@ from pathlib import Path
 
 import torch
 
+from kernel_agent.audit import LOAD_AUDIT_BYTES, check_canaries
 from kernel_agent.backends import detect_backend, get_backend
 from kernel_agent.backends.base import BuildContext, BuildFailed, Prepared
 from kernel_agent.backends.checks import defines
 from kernel_agent.cases import CaseMaker, CaseSpec, check_plan, fresh_seed
 from kernel_agent.environment import fingerprint
+from kernel_agent.footprint import refusal
 from kernel_agent.gate import DeviceGate, NoGate
 from kernel_agent.measure import TimingFailure, TimingJob, measure_speedup
-from kernel_agent.problem import Problem
+from kernel_agent.problem import Problem, ProblemError
 from kernel_agent.sandbox.isolation import Isolation, Limits, probe, write_trusted
 from kernel_agent.sandbox.session import WorkerFailure, WorkerSession, WorkerSpec
-from kernel_agent.sandbox.shm import nbytes
+from kernel_agent.sandbox.shm import InputSegment, nbytes
 from kernel_agent.timing import DEFAULT_MIN_GAIN, SANITY_SPEEDUP
 from kernel_agent.verdict import Verdict
 from kernel_agent.verify import Tolerance, compare
@@ -54,6 +56,7 @@ class EvalOptions:
     keep_workdir: bool = False
     limits: Limits = field(default_factory=Limits)
     audit_fraction: float = 0.2
+    memory_budget: int | None = None  # bytes of host memory an evaluation may use (default: what is available now)
     profile: str = "never"  # "faster" (verdicts faster or flagged) or "always": torch.profiler inside the sandbox after timing
     profile_calls: int = 3
     gate: DeviceGate | NoGate = field(default_factory=NoGate, repr=False)  # shared by parallel evaluations
@@ -66,6 +69,17 @@ class EvaluationError(Exception):
         super().__init__(reason)
         self.status = status
         self.reason = reason
+
+
+_SIZED: dict[tuple, object] = {}
+
+
+def fits(problem: Problem, device: str, budget: int | None) -> str | None:
+    """Why the problem cannot be evaluated in the memory here (None: it fits), sized once per problem file."""
+    key = (str(problem.module_path), problem.module_path.stat().st_mtime, device, budget)
+    if key not in _SIZED:
+        _SIZED[key] = refusal(problem, device, budget)
+    return _SIZED[key]  # type: ignore[return-value]
 
 
 def run_device(problem: Problem, requested: str) -> str:
@@ -123,7 +137,8 @@ class Evaluation:
         with gate.shared(self.device):  # compiles and checks may overlap other evaluations'
             prepared, maker, plan, candidate_path = self._prepare()
             spec = self._spec("candidate", candidate_path, self.problem.entry_point, prepared, maker)
-            candidate = WorkerSession(spec, self.workdir, self.isolation, self.options.limits, time.monotonic() + self.options.timeout)
+            self.segment = InputSegment()  # one sealed input segment for both workers: each is frozen while the other runs
+            candidate = WorkerSession(spec, self.workdir, self.isolation, self.options.limits, time.monotonic() + self.options.timeout, self.segment)
         try:
             with gate.shared(self.device):
                 started = time.perf_counter()
@@ -156,12 +171,16 @@ class Evaluation:
                     self._phase("profile", started)
         finally:
             candidate.close()
+            self.segment.close()
             self.accounts["candidate"] = candidate.accounting.to_json()
             verdict.accounting = dict(self.accounts)
 
     def _prepare(self) -> tuple[Prepared, CaseMaker, list[CaseSpec], Path]:
         """Static checks, trusted build and the check plan: everything before the candidate runs."""
         problem, verdict = self.problem, self.verdict
+        too_large = fits(problem, self.device, self.options.memory_budget)
+        if too_large:
+            raise EvaluationError("rejected", too_large)
         backend_name = self.options.backend or detect_backend(self.source)
         backend = get_backend(backend_name)
         verdict.backend = backend_name
@@ -230,38 +249,54 @@ class Evaluation:
         masked = (self._problem_dir(), self.options.sandbox_root.resolve())
         return WorkerSpec(role, source, entry, self.device, self.options.threads, env, prepared.extra_ro, masked, state)
 
+    def _expected_bytes(self, maker: CaseMaker, case: CaseSpec, inputs: list[torch.Tensor]) -> int:
+        """The reference's output size for a case (bounds what is read back), from the meta device when it can."""
+        key = (tuple(case.shape), case.dtype)
+        if key not in self.output_bytes:
+            try:
+                self.output_bytes[key] = nbytes(maker.reference_meta(inputs))
+            except Exception:  # noqa: BLE001 - an op without a meta kernel: size it from a real reference
+                self.output_bytes[key] = nbytes(maker.reference(inputs)[1])
+        return self.output_bytes[key]
+
     def _problem_dir(self) -> Path:
         return self.problem.path if self.problem.path.is_dir() else self.problem.path.parent
 
-    def _check_call(self, side: WorkerSession, inputs: list[torch.Tensor], poison_bytes: int, out_bytes: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """One check call: the outputs and the inputs as the kernel left them, read from the frozen worker."""
-        reply = side.request({"cmd": "check", "poison_bytes": poison_bytes, **side.place(inputs)}, "check")
+    def _check_call(self, side: WorkerSession, inputs: list[torch.Tensor], repeat: int, out_bytes: int, label: str) -> list[torch.Tensor]:
+        """One check call: its outputs, read from the frozen worker, after the trusted side's own
+        bitwise check that the kernel left every input as it was given."""
+        reply = side.request(check_request(side, inputs, repeat, out_bytes), "check")
         refs = side.output_refs(reply, "outputs")
         devices = sorted({ref.device for ref in refs})
         if any(d != self.device for d in devices):
             raise EvaluationError("incorrect", f"outputs on {devices}, expected {self.device}")
-        returned = side.read(side.output_refs(reply, "inputs"), nbytes(inputs))
-        return side.read(refs, out_bytes), returned
+        changed = side.unchanged(side.output_refs(reply, "inputs"), inputs)
+        if changed:
+            raise EvaluationError("incorrect", f"{label}: input {changed[0]} was modified by the kernel (found by the trusted side's bitwise comparison)")
+        return side.read(refs, out_bytes)
 
     def _verify(self, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]) -> None:
         """Every check case, streamed: one case's inputs and references alive at a time."""
         self.output_bytes: dict[tuple, int] = {}
+        audited: set[tuple] = set()
         for index, case in enumerate(plan):
             inputs = maker.inputs(case.shape, case.dtype, case.distribution, case.seed)
-            gold, base = maker.reference(inputs)
-            self.output_bytes[(tuple(case.shape), case.dtype)] = nbytes(base)
+            expected = self._expected_bytes(maker, case, inputs)
             runs = []
             for repeat in range(2 if index == 0 else 1):
                 try:
-                    outputs, returned = self._check_call(candidate, inputs, nbytes(base) * (repeat + 1), nbytes(base))
+                    runs.append(self._check_call(candidate, inputs, repeat, expected, case.label()))
                 except WorkerFailure as exc:
                     raise WorkerFailure(exc.status, f"{case.label()}: {exc.reason}") from None
-                if len(returned) != len(inputs):
-                    raise EvaluationError("rejected", f"{case.label()}: the worker did not return the inputs for the trusted mutation check")
-                for j, (after, before) in enumerate(zip(returned, inputs)):
-                    if after.dtype != before.dtype or after.shape != before.shape or not torch.equal(after, before):
-                        raise EvaluationError("incorrect", f"{case.label()}: input {j} was modified by the kernel (found by the trusted side's bitwise comparison)")
-                runs.append(outputs)
+            gold, base = maker.reference(inputs)  # after the worker's call: the two peaks never coincide
+            self.output_bytes[(tuple(case.shape), case.dtype)] = nbytes(base)
+            config = (tuple(case.shape), case.dtype)
+            if nbytes(inputs) + nbytes(base) > LOAD_AUDIT_BYTES and config not in audited:
+                audited.add(config)  # too large to audit at load: the canaries run on this case
+                try:
+                    check_canaries(self.problem, gold, base, inputs, self._tolerance(case.dtype), case.label())
+                except ProblemError as exc:
+                    raise EvaluationError("rejected", str(exc)) from None
             result = compare(runs[0], gold, base, self._tolerance(case.dtype))
             errors = {"max_abs_error": result.max_abs_error, "rel_norm_error": result.rel_norm_error, "base_max_abs_error": result.base_max_abs_error}
             self.verdict.checks.append({"case": case.label(), "passed": result.passed, **errors})
@@ -272,12 +307,20 @@ class Evaluation:
                 raise EvaluationError("incorrect", f"{case.label()}: two runs on the same input gave different bits (nondeterministic or reads uninitialised memory)")
 
     def _time(self, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]) -> None:
-        problem, options, verdict = self.problem, self.options, self.verdict
+        problem, options = self.problem, self.options
         baseline_path = self.workdir / "baseline.py"
         write_trusted(baseline_path, problem.baseline_source.encode())
         baseline_spec = self._spec("baseline", baseline_path, "Model" if problem.kind == "kernelbench" else "kernel", self._baseline_prepared(), maker)
         deadline = time.monotonic() + options.timeout
-        with WorkerSession(baseline_spec, self.workdir, self.isolation, options.limits, deadline) as baseline:
+        baseline = WorkerSession(baseline_spec, self.workdir, self.isolation, options.limits, deadline, self.segment)
+        try:
+            self._time_against(baseline, candidate, maker, plan)
+        finally:
+            self.accounts["baseline"] = baseline.accounting.to_json()  # after close: its peak memory is read there
+
+    def _time_against(self, baseline: WorkerSession, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]) -> None:
+        problem, options, verdict = self.problem, self.options, self.verdict
+        with baseline:
             try:
                 baseline.load()
                 self._replay_checks(baseline, maker, plan)
@@ -296,8 +339,6 @@ class Evaluation:
                 estimate, reasons = measure_speedup(job)
             except TimingFailure as exc:
                 raise EvaluationError(exc.status, exc.reason) from None
-            finally:
-                self.accounts["baseline"] = baseline.accounting.to_json()
         verdict.timing = estimate
         speedup, (low, high) = estimate["speedup"], estimate["speedup_ci"]
         verdict.speedup, verdict.speedup_ci = speedup, [low, high]
@@ -337,7 +378,7 @@ class Evaluation:
             inputs = maker.inputs(case.shape, case.dtype, case.distribution, case.seed)
             out_bytes = self.output_bytes.get((tuple(case.shape), case.dtype), 0)
             for repeat in range(2 if index == 0 else 1):
-                baseline.request({"cmd": "check", "poison_bytes": out_bytes * (repeat + 1), **baseline.place(inputs)}, "check")
+                baseline.request(check_request(baseline, inputs, repeat, out_bytes), "check")
 
     def _build_context(self, deadline: float | None = None) -> BuildContext:
         """Builds run under the evaluation's limits and never past its timeout."""
@@ -359,6 +400,11 @@ def default_build_store() -> Path:
     from kernel_agent.cpp import default_store
 
     return default_store()
+
+
+def check_request(side: WorkerSession, inputs: list[torch.Tensor], repeat: int, out_bytes: int) -> dict:
+    """A check call's request: its inputs placed, allocator memory poisoned first (NaN, then another sentinel)."""
+    return {"cmd": "check", "poison_bytes": out_bytes, "poison_value": float("nan") if repeat == 0 else -7.0e37, **side.place(inputs)}
 
 
 def evaluate(problem: Problem, source: str, options: EvalOptions | None = None) -> Verdict:

@@ -51,6 +51,9 @@ TAMPER_ROUNDS_SHARE = 0.7
 CORE_SLACK = 1.25  # CPU time of timed calls may exceed wall x threads by this factor (accounting granularity)...
 CORE_MIN_MS = 30.0  # ...plus this much
 THREAD_SLACK = 4  # threads the candidate may run beyond the baseline's count plus its thread budget
+POOL_BYTES = 256 << 20  # a round's timed inputs beyond this come from a reused, rescaled pool
+LARGE_SET_BYTES = 64 << 20  # one call's inputs beyond this: a few audits in all (each reference costs seconds)...
+LARGE_AUDITS = 4  # ...this many per shape, anywhere among the timed calls
 
 
 class TimingFailure(Exception):
@@ -150,38 +153,90 @@ def _warm_up(job: TimingJob) -> list[int]:
     return sizes
 
 
+@dataclass
+class CallInputs:
+    """One timed call's inputs: a drawn set, and the factor its floating tensors are scaled by (None: as drawn)."""
+
+    tensors: list[torch.Tensor]
+    scale: float | None = None
+
+    def materialize(self) -> list[torch.Tensor]:
+        """The inputs exactly as the worker got them (for an audit's reference)."""
+        if self.scale is None:
+            return self.tensors
+        return [t * self.scale if t.is_floating_point() else t for t in self.tensors]
+
+
+class InputPlan:
+    """Fresh inputs for every timed call, within a memory bound.
+
+    While a round's sets fit in POOL_BYTES every call gets a set drawn for it (both sides get
+    the same sets, each process sees each set once). Larger problems draw a small pool once and
+    hand each call a pool set scaled by a fresh random factor in [0.9, 1): new contents every
+    call (no content cache can hit), the same value ranges, one pass to write."""
+
+    def __init__(self, job: TimingJob, config: Config, calls: int, rng: secrets.SystemRandom) -> None:
+        self.job, self.config, self.calls, self.rng = job, config, calls, rng
+        first = self._draw()
+        self.set_bytes = sum(t.numel() * t.element_size() for t in first)
+        self.pool: list[list[torch.Tensor]] | None = None
+        if self.set_bytes * calls > POOL_BYTES:
+            self.pool = [first] + [self._draw() for _ in range(max(1, min(calls, POOL_BYTES // max(1, self.set_bytes))) - 1)]
+
+    def _draw(self) -> list[torch.Tensor]:
+        shape, dtype = self.config
+        return self.job.maker.inputs(shape, dtype, "normal", fresh_seed())
+
+    def round(self) -> list[CallInputs]:
+        if self.pool is None:
+            return [CallInputs(self._draw()) for _ in range(self.calls)]
+        return [CallInputs(self.pool[i % len(self.pool)], 0.9 + 0.1 * self.rng.random()) for i in range(self.calls)]
+
+    def audit_picks(self, rounds: int) -> set[tuple[int, int]]:
+        """(round, call) pairs to audit, chosen now and kept here: a fraction of every block for
+        small problems; a few in all for large ones (each reference costs seconds there)."""
+        if self.set_bytes <= LARGE_SET_BYTES:
+            count = max(1, round(self.job.audit_fraction * self.calls))
+            return {(r, i) for r in range(rounds) for i in self.rng.sample(range(self.calls), count)}
+        everything = [(r, i) for r in range(rounds) for i in range(self.calls)]
+        return set(self.rng.sample(everything, min(len(everything), LARGE_AUDITS)))
+
+
 def _measure(job: TimingJob) -> tuple[dict[str, Any], list[str]]:
     rng = secrets.SystemRandom()
     block_sizes = _warm_up(job)
+    plans = [InputPlan(job, config, n, rng) for config, n in zip(job.configs, block_sizes)]
+    picks = [plan.audit_picks(job.rounds) for plan in plans]
     samples = {"baseline": Samples([[] for _ in job.configs]), "candidate": Samples([[] for _ in job.configs])}
     audited = 0
     for round_index in range(job.rounds):
-        round_sets = [[job.maker.inputs(shape, dtype, "normal", fresh_seed()) for _ in range(n)] for (shape, dtype), n in zip(job.configs, block_sizes)]
+        round_sets = [plan.round() for plan in plans]
         order = [("baseline", job.baseline), ("candidate", job.candidate)]
         if round_index % 2:
             order.reverse()
         for role, side in order:
             for c, sets in enumerate(round_sets):
-                picks = set(rng.sample(range(len(sets)), max(1, round(job.audit_fraction * len(sets))))) if role == "candidate" else set()
                 block, fetched = [], []
-                for i, inputs in enumerate(sets):
+                for i, call in enumerate(sets):
                     with _failures_of(role):
-                        timed = side.timed_call(inputs, integrity=i == len(sets) - 1)
-                        if i in picks:
-                            fetched.append((inputs, side.read(timed.outputs, job.output_bytes[job.configs[c]])))
+                        timed = side.timed_call(call.tensors, integrity=i == len(sets) - 1, scale=call.scale)
+                        if role == "candidate" and (round_index, i) in picks[c]:
+                            fetched.append((call, side.read(timed.outputs, job.output_bytes[job.configs[c]])))
                     if timed.host_ms > timed.trusted_ms + CLAIM_SLACK_MS:
                         raise TimingFailure("rejected", f"{role} claimed {timed.host_ms:.2f} ms for a call that took {timed.trusted_ms:.2f} ms (forged timer)")
                     block.append(timed)
                 samples[role].calls[c].append(block)
                 _check_audits(job, fetched, job.configs[c][1], audited)
                 audited += len(fetched)
-    return _summarize(job, samples, block_sizes, audited)
+        del round_sets
+    inputs = [f"a pool of {len(plan.pool)} drawn sets, rescaled per call" if plan.pool else "drawn per call" for plan in plans]
+    return _summarize(job, samples, block_sizes, audited, inputs)
 
 
-def _check_audits(job: TimingJob, fetched: list[tuple[list, list]], dtype: str, before: int) -> None:
+def _check_audits(job: TimingJob, fetched: list[tuple[CallInputs, list]], dtype: str, before: int) -> None:
     """Compare audited outputs with the reference, after the block (both sandboxes are frozen)."""
-    for number, (inputs, outputs) in enumerate(fetched):
-        gold, base = job.maker.reference(inputs)
+    for number, (call, outputs) in enumerate(fetched):
+        gold, base = job.maker.reference(call.materialize())
         result = compare(outputs, gold, base, job.tolerance(dtype))
         if not result.passed:
             assert result.mismatch is not None
@@ -245,7 +300,7 @@ def _work_rules(job: TimingJob, samples: dict[str, Samples]) -> None:
         raise TimingFailure("rejected", f"the candidate's sandbox ran {cand} threads where the baseline's runs {base} (thread budget {job.threads})")
 
 
-def _summarize(job: TimingJob, samples: dict[str, Samples], block_sizes: list[int], audited: int) -> tuple[dict[str, Any], list[str]]:
+def _summarize(job: TimingJob, samples: dict[str, Samples], block_sizes: list[int], audited: int, inputs: list[str]) -> tuple[dict[str, Any], list[str]]:
     _work_rules(job, samples)
     flags: list[str] = []
     per_side: dict[str, list[list[list[float]]]] = {"baseline": [], "candidate": []}
@@ -274,6 +329,7 @@ def _summarize(job: TimingJob, samples: dict[str, Samples], block_sizes: list[in
         "audited_calls": audited,
         "overhead_bound_ms": bounds,
         "fresh_inputs_every_call": True,
+        "timed_inputs": inputs,
         "clock": ("cuda events" if job.device == "cuda" else "worker perf_counter_ns") + ", bounded below by the orchestrator's clock per call less the baseline's overhead",
         "threads": job.threads,
         "accounting": {"baseline": job.baseline.accounting.to_json(), "candidate": job.candidate.accounting.to_json()},

@@ -217,8 +217,8 @@ def _load_kernelbench(file: Path) -> Problem:
         if getattr(module, required, None) is None:
             raise ProblemError(f"{file}: a KernelBench file must define `{required}`")
     try:
-        torch.manual_seed(0)
-        inputs = module.get_inputs()
+        with torch.device("meta"):  # shapes and dtypes only: a GPU-sized file must not allocate here
+            inputs = module.get_inputs()
     except Exception as exc:
         raise ProblemError(f"{file}: get_inputs() failed: {type(exc).__name__}: {exc}") from None
     float_dtypes = {str(t.dtype).removeprefix("torch.") for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()}

@@ -61,5 +61,5 @@ def test_near_zero_outputs_fail_the_normwise_rule() -> None:
 
 def test_canaries_all_fail_on_a_healthy_problem() -> None:
     x, gold, base = _case()
-    for name, outputs in canary_outputs(gold, base, [x]).items():
+    for name, outputs in canary_outputs(gold, base, [x]):
         assert not compare(outputs, gold, base, FP32).passed, name

@@ -261,6 +261,19 @@ class ProcessControl:
             cpu = sum(self._ticks_seen.values()) * CLOCK_TICK_NS  # exited processes keep their last count
         return Usage(cpu_ns=cpu, processes=len(pids), threads=threads)
 
+    def peak_rss_bytes(self) -> int:
+        """The largest peak resident set (VmHWM) of the sandbox's untrusted processes so far."""
+        peak = 0
+        for pid in self.untrusted():
+            try:
+                with open(f"/proc/{pid}/status") as handle:
+                    for line in handle:
+                        if line.startswith("VmHWM:"):
+                            peak = max(peak, int(line.split()[1]) * 1024)
+            except (OSError, ValueError):
+                continue
+        return peak
+
     def accounting(self) -> str:
         return "cgroup cpu.stat" if self.cgroup is not None else "/proc stat ticks"
 

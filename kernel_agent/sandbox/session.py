@@ -83,6 +83,7 @@ class Accounting:
     idle_cpu_ns: int = 0
     max_threads: int = 0
     max_processes: int = 0
+    peak_rss_bytes: int = 0
 
     def phase(self, name: str) -> Phase:
         return self.phases.setdefault(name, Phase())
@@ -94,6 +95,7 @@ class Accounting:
             "idle_cpu_ms": round(self.idle_cpu_ns / 1e6, 3),
             "max_threads": self.max_threads,
             "max_processes": self.max_processes,
+            "peak_rss_mb": round(self.peak_rss_bytes / (1 << 20), 1),
         }
 
 
@@ -110,7 +112,7 @@ class Timed:
 
 
 class WorkerSession:
-    def __init__(self, spec: WorkerSpec, workdir: Path, isolation: Isolation, limits: Limits, deadline: float) -> None:
+    def __init__(self, spec: WorkerSpec, workdir: Path, isolation: Isolation, limits: Limits, deadline: float, segment: InputSegment | None = None) -> None:
         self.spec = spec
         self.workdir = workdir
         self.isolation = isolation
@@ -118,7 +120,8 @@ class WorkerSession:
         self.process: subprocess.Popen[bytes] | None = None
         self.control: ProcessControl | None = None
         self.memory: MemoryReader | None = None
-        self.segment: InputSegment | None = None
+        self.segment: InputSegment | None = segment
+        self.owns_segment = segment is None  # one evaluation's two workers share one (each is frozen while the other runs)
         self.state_segment: InputSegment | None = None
         self.cgroup: Cgroup | None = None
         self.started_at = time.monotonic()
@@ -141,7 +144,8 @@ class WorkerSession:
         write_trusted(self.workdir / f"{spec.role}.log", b"", owner=self.isolation.uid)
         sandbox_log = self.workdir / f"{spec.role}.sandbox.log"
         write_trusted(sandbox_log, b"")
-        self.segment = InputSegment()
+        if self.segment is None:
+            self.segment = InputSegment()
         state_fd = -1
         if spec.state is not None:
             self.state_segment = InputSegment()
@@ -243,6 +247,7 @@ class WorkerSession:
                 except (OSError, subprocess.TimeoutExpired):
                     pass
             if self.control is not None:
+                self.accounting.peak_rss_bytes = max(self.accounting.peak_rss_bytes, self.control.peak_rss_bytes())
                 self.control.kill()
             try:
                 os.killpg(process.pid, signal.SIGKILL)
@@ -258,7 +263,7 @@ class WorkerSession:
                 except OSError:
                     pass
             self.process = None
-        for held in (self.memory, self.segment, self.state_segment):
+        for held in (self.memory, self.segment if self.owns_segment else None, self.state_segment):
             if held is not None:
                 held.close()
         self.memory = self.segment = self.state_segment = None
@@ -286,15 +291,15 @@ class WorkerSession:
                 self._account(phase, began)
         return reply
 
-    def place(self, inputs: list[torch.Tensor]) -> dict[str, Any]:
+    def place(self, inputs: list[torch.Tensor], scale: float | None = None) -> dict[str, Any]:
         """Write one call's inputs into the sealed segment (the sandbox is frozen); the message fields that name them."""
         assert self.segment is not None and (self.control is None or self.control.frozen)
-        layout = self.segment.place(inputs)
+        layout = self.segment.place(inputs, scale)
         return {"layout": [p.to_json() for p in layout]}
 
-    def timed_call(self, inputs: list[torch.Tensor], integrity: bool) -> Timed:
+    def timed_call(self, inputs: list[torch.Tensor], integrity: bool, scale: float | None = None) -> Timed:
         """One timed call: inputs placed while frozen, this process's clock from thaw to reply."""
-        message = {"cmd": "call", "integrity": integrity, **self.place(inputs)}
+        message = {"cmd": "call", "integrity": integrity, **self.place(inputs, scale)}
         began = self._thaw()
         t0 = time.perf_counter_ns()
         self._send(message)
@@ -335,6 +340,13 @@ class WorkerSession:
             return [self.memory.read(ref, bound) for ref in refs]
         except TransportError as exc:
             raise WorkerFailure("incorrect", f"output unreadable: {exc}") from None
+
+    def unchanged(self, refs: list[OutputRef], originals: list[torch.Tensor]) -> list[int]:
+        """Indices of the tensors the worker left different from `originals` (read while frozen, in chunks)."""
+        assert self.memory is not None and self.control is not None and self.control.frozen
+        if len(refs) != len(originals):
+            return list(range(max(len(refs), len(originals))))
+        return [i for i, (ref, original) in enumerate(zip(refs, originals)) if not self.memory.matches(ref, original)]
 
     def timeout_s(self) -> float:
         return self.deadline - self.started_at

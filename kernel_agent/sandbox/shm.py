@@ -68,8 +68,11 @@ class InputSegment:
         self.map: mmap.mmap | None = mmap.mmap(self.fd, self.capacity, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_SEAL)
 
-    def place(self, tensors: list[torch.Tensor]) -> list[Placed]:
-        """Copy `tensors` into the segment (call while the sandbox is frozen); return their layout."""
+    def place(self, tensors: list[torch.Tensor], scale: float | None = None) -> list[Placed]:
+        """Copy `tensors` into the segment (call while the sandbox is frozen); return their layout.
+
+        With `scale`, floating tensors arrive multiplied by it (a fresh input from a reused one,
+        written in one pass, with no second copy in this process)."""
         need = sum(_aligned(_nbytes(t)) for t in tensors)
         if need > self.capacity:
             raise TransportError(f"one call's inputs need {need} bytes, more than this host's memory")
@@ -80,7 +83,10 @@ class InputSegment:
                 raise TransportError(f"unsupported input dtype {tensor.dtype}")
             source = tensor.detach().contiguous()
             size = _nbytes(source)
-            if size:
+            if size and scale is not None and source.is_floating_point():
+                target = torch.frombuffer(self.map, dtype=source.dtype, count=source.numel(), offset=offset).view(source.shape)
+                torch.mul(source, scale, out=target)
+            elif size:
                 target = torch.frombuffer(self.map, dtype=torch.uint8, count=size, offset=offset)
                 target.copy_(source.reshape(-1).view(torch.uint8))
             layout.append(Placed(DTYPE_NAMES[tensor.dtype], tuple(source.shape), offset))
@@ -197,6 +203,27 @@ class MemoryReader:
             done += got
         flat = buffer.view(dtype)
         return torch.as_strided(flat, ref.shape, ref.strides).contiguous()
+
+    def matches(self, ref: OutputRef, expected: torch.Tensor, chunk_bytes: int = 64 << 20) -> bool:
+        """Whether the memory `ref` names holds exactly `expected` (dtype, shape and bits), compared a
+        chunk at a time so a large input is never copied whole into this process."""
+        if DTYPES.get(ref.dtype) != expected.dtype or ref.shape != tuple(expected.shape):
+            return False
+        contiguous = expected.contiguous()
+        if ref.strides != tuple(contiguous.stride()):
+            return torch.equal(self.read(ref, 4 * _nbytes(expected) + ALIGN), contiguous)
+        flat = contiguous.reshape(-1).view(torch.uint8) if contiguous.numel() else torch.empty(0, dtype=torch.uint8)
+        buffer = torch.empty(min(chunk_bytes, max(1, flat.numel())), dtype=torch.uint8)
+        view = memoryview(buffer.numpy()).cast("B")
+        for start in range(0, flat.numel(), chunk_bytes):
+            size = min(chunk_bytes, flat.numel() - start)
+            try:
+                got = os.preadv(self.fd, [view[:size]], ref.address + start)
+            except OSError:
+                return False
+            if got != size or not torch.equal(buffer[:size], flat[start : start + size]):
+                return False
+        return True
 
     def close(self) -> None:
         try:

@@ -206,12 +206,13 @@ class Worker:
                 raise CallError("rejected", f"output {index} carries per-instance attributes ({', '.join(sorted(out.__dict__))[:120]}): lazy outputs are not allowed")
         return outputs
 
-    def _poison(self, nbytes: int) -> None:
-        """Fill freed allocator memory with NaN so unwritten outputs cannot look plausible."""
+    def _poison(self, nbytes: int, value: float) -> None:
+        """Fill freed allocator memory so unwritten outputs cannot look plausible (NaN first, another
+        sentinel on the repeat: an output that reads uninitialised memory then differs between runs)."""
         if nbytes <= 0:
             return
         torch = self.torch
-        block = torch.full((nbytes // 4 + 1,), float("nan"), dtype=torch.float32, device=self.device)
+        block = torch.full((nbytes // 4 + 1,), value, dtype=torch.float32, device=self.device)
         del block
 
     def _describe(self, tensors: tuple[Any, ...] | list[Any]) -> list[list]:
@@ -223,7 +224,7 @@ class Worker:
     def check(self, message: dict[str, Any]) -> dict[str, Any]:
         torch = self.torch
         inputs, shared = self._inputs(message, private=True)
-        self._poison(int(message.get("poison_bytes", 0)))
+        self._poison(int(message.get("poison_bytes", 0)), float(message.get("poison_value", float("nan"))))
         outputs = self.run_call(inputs)
         if self.device == "cuda":
             torch.cuda.synchronize()
