@@ -27,6 +27,7 @@ from kernel_agent.executors import Executor
 from kernel_agent.loop import KernelLoop, KernelResult, LoopOptions, Progress, Shared
 from kernel_agent.problem import Problem, ProblemError, load_problem
 from kernel_agent.providers.base import Provider
+from kernel_agent.timing import SANITY_SPEEDUP
 
 KERNEL_KEYS = {"path", "rounds", "samples", "beam", "patience", "tolerances", "backend", "max_candidates", "max_tokens", "max_cost", "time_limit"}
 MAX_KERNEL_THREADS = 16
@@ -66,6 +67,7 @@ class RunPlan:
     device: str = "auto"
     timeout: float = 180.0
     min_gain: float = 0.02
+    sanity_speedup: float = SANITY_SPEEDUP  # above it a speedup is flagged for human review, never accepted
     threads: int | None = None
     sandbox: str = "sandbox"
     workers: int | None = None
@@ -85,7 +87,8 @@ class RunPlan:
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def eval_options(self) -> EvalOptions:
-        options = EvalOptions(device=self.device, timeout=self.timeout, min_gain=self.min_gain, sandbox_root=Path(self.sandbox))
+        options = EvalOptions(device=self.device, timeout=self.timeout, min_gain=self.min_gain, sanity_speedup=self.sanity_speedup,
+                              sandbox_root=Path(self.sandbox))
         if self.threads:
             options.threads = self.threads
         return options

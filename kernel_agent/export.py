@@ -37,8 +37,14 @@ class ExportResult:
 Notify = Callable[[str], None]
 
 
-def choose_winner(kernel: rq.KernelRecord, approved_only: bool) -> tuple[rq.CandidateRecord | None, str]:
-    """The best shippable candidate of a kernel, or None with the reason there is none."""
+def _awaiting(c: rq.CandidateRecord, db: Database | None) -> str:
+    """One sentence about a candidate that ships only after an approve: its speedup, interval, reason and the command."""
+    return rq.review_summary(c.id, c.speedup, [c.ci_low, c.ci_high], c.reason if c.status == "flagged" else "", db)["note"]
+
+
+def choose_winner(kernel: rq.KernelRecord, approved_only: bool, db: Database | None = None) -> tuple[rq.CandidateRecord | None, str]:
+    """The best shippable candidate of a kernel, or None with the reason there is none (naming the candidate that
+    waits for review and the exact `review approve` command, when one does)."""
     eligible = [c for c in rq.reviewable(kernel) if may_ship(c, approved_only)]
     if eligible:
         return eligible[0], ""
@@ -48,11 +54,16 @@ def choose_winner(kernel: rq.KernelRecord, approved_only: bool) -> tuple[rq.Cand
     candidates = rq.reviewable(kernel)
     if not candidates:
         return None, f"no accepted candidate in this run ({kernel.status}{': ' + kernel.reason if kernel.reason else ''})"
-    if approved_only:
-        return None, "no approved candidate (--approved-only); approve one with `kernel-agent review approve CAND`"
-    flagged = [c.id for c in candidates if c.status == "flagged"]
     rejected = [c.id for c in candidates if c.decision and c.decision.decision == "reject"]
-    return None, f"accepted candidates were rejected ({rejected}) or flagged without an approval ({flagged})"
+    waiting = [c for c in candidates if c.id not in rejected]
+    if approved_only:
+        if waiting:
+            return None, f"no approved candidate (--approved-only): {_awaiting(waiting[0], db)}"
+        return None, f"no approved candidate (--approved-only); every accepted or flagged candidate was rejected ({rejected})"
+    if waiting:  # only flagged ones are left, none approved
+        note = _awaiting(waiting[0], db)
+        return None, f"not shipped without a human: {note}" + (f" (rejected: {rejected})" if rejected else "")
+    return None, f"every accepted or flagged candidate was rejected ({rejected})"
 
 
 def check_package_name(name: str) -> None:
@@ -129,10 +140,13 @@ def select(db: Database, run_id: int, approved_only: bool, kernels: list[str] | 
         raise ExportError(f"run {run_id} has no kernel {', '.join(missing)}; `kernel-agent runs show {run_id}` lists them")
     chosen, skipped = [], []
     for kernel in records:
-        winner, reason = choose_winner(kernel, approved_only)
+        winner, reason = choose_winner(kernel, approved_only, db)
         if winner is None:
             skipped.append((kernel.name, reason))
             continue
+        better = rq.awaiting_review(kernel)
+        if better is not None and better.id != winner.id and (better.decision is None or better.decision.decision != "approve"):
+            notify(f"{kernel.name}: exporting candidate {winner.id}; a faster one waits: {_awaiting(better, db)}")
         source = files.rewrite_imports(winner.source or "")
         foreign = _foreign_imports(source)
         if foreign:

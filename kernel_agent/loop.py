@@ -22,6 +22,7 @@ from sqlalchemy import select
 from kernel_agent.budget import Budget, BudgetLimits
 from kernel_agent.db import store
 from kernel_agent.db.models import Candidate, RunKernel
+from kernel_agent.db.review_queries import review_summary
 from kernel_agent.db.session import Database
 from kernel_agent.evaluate import EvalOptions, run_device
 from kernel_agent.executors import Executor, LocalExecutor
@@ -30,7 +31,7 @@ from kernel_agent.providers.base import Attempt, Proposal, ProposalContext, Prov
 from kernel_agent.timing import typical_ms
 from kernel_agent.verdict import Verdict
 
-TERMINAL = ("improved", "no_gain", "needs_gpu", "baseline_failed", "provider_failed")
+TERMINAL = ("improved", "no_gain", "needs_review", "needs_gpu", "baseline_failed", "provider_failed")
 
 
 @dataclass
@@ -47,7 +48,7 @@ class LoopOptions:
 @dataclass
 class KernelResult:
     name: str
-    status: str  # improved, no_gain, needs_gpu, baseline_failed, provider_failed, budget_reached, interrupted
+    status: str  # improved, needs_review, no_gain, needs_gpu, baseline_failed, provider_failed, budget_reached, interrupted
     baseline_ms: float | None = None
     best_ms: float | None = None
     speedup: float | None = None
@@ -55,11 +56,13 @@ class KernelResult:
     reason: str = ""
     evaluated: int = 0
     accepted: int = 0
+    # The best flagged candidate when it beats every accepted one: it waits for a human (review_queries.review_summary).
+    review: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name, "status": self.status, "baseline_ms": self.baseline_ms, "best_ms": self.best_ms,
-            "speedup": self.speedup, "best_candidate": self.best_candidate, "reason": self.reason,
+            "speedup": self.speedup, "best_candidate": self.best_candidate, "reason": self.reason, "review": self.review,
         }
 
 
@@ -110,6 +113,7 @@ class KernelLoop:
         self.profiling = getattr(self.provider, "reads_profile", True)  # operator breakdowns only for providers that read them
         self.attempts: dict[int, Attempt] = {}  # candidate id -> evaluated attempt (or unparseable reply)
         self.accepted_verdicts: dict[int, Verdict] = {}
+        self.flagged_verdicts: dict[int, Verdict] = {}  # wait for human review; never parents
         self.best_profiles: dict[int, dict[str, Any]] = {}
         self.baseline_id: int | None = None
         self.baseline_verdict: Verdict | None = None
@@ -124,7 +128,7 @@ class KernelLoop:
         with self.db.session() as session:
             row = session.get(RunKernel, self.run_kernel_id)
             assert row is not None
-            self.rounds_done, self.stored_status = row.rounds_done, row.status
+            self.rounds_done, self.stored_status, self.stored_reason = row.rounds_done, row.status, row.reason
             candidates = session.scalars(select(Candidate).where(Candidate.run_kernel_id == self.run_kernel_id).order_by(Candidate.id)).all()
             self.unevaluated: list[Pending] = []
             for c in candidates:
@@ -147,6 +151,8 @@ class KernelLoop:
         self.attempts[candidate_id] = Attempt(candidate_id, source, verdict.status, verdict.reason, verdict.speedup, note, round_index)
         if verdict.status == "faster":
             self.accepted_verdicts[candidate_id] = verdict  # its profile goes into the prompt while it is the best
+        elif verdict.status == "flagged" and verdict.speedup is not None:
+            self.flagged_verdicts[candidate_id] = verdict
         if count:
             self.result.evaluated += 1
             if verdict.status == "faster":
@@ -288,7 +294,7 @@ class KernelLoop:
     def run(self) -> KernelResult:
         result = self.result
         if self.stored_status in TERMINAL:
-            return self._summary(self.stored_status, "")
+            return self._summary(self.stored_status, self.stored_reason)
         self.budget_reason = ""
         store.update_run_kernel(self.db, self.run_kernel_id, status="running")
         baseline = self._baseline()
@@ -336,7 +342,11 @@ class KernelLoop:
             near = self._near_roofline()
             if near:
                 return self._finish("improved", near)
-        return self._finish("improved", "") if self.parents else self._finish("no_gain", "no candidate was verifiably faster than the baseline")
+        if self.parents:
+            return self._finish("improved", "")
+        if self.flagged_verdicts:
+            return self._finish("needs_review", "")  # _summary says which candidate and how to approve it
+        return self._finish("no_gain", "no candidate was verifiably faster than the baseline")
 
     def _near_roofline(self) -> str:
         """A reason to stop when the best already runs close to the machine's floor (little left to find)."""
@@ -363,10 +373,21 @@ class KernelLoop:
             verdict = self.accepted_verdicts.get(best.candidate_id) if best.candidate_id is not None else None
             if verdict is not None and verdict.timing:  # both times from the best's own A/B run: their ratio is its speedup
                 result.baseline_ms, result.best_ms = typical_ms(verdict.timing, "baseline"), typical_ms(verdict.timing, "candidate")
+        flagged = max(self.flagged_verdicts.items(), key=lambda item: (item[1].speedup or 0.0, -item[0]), default=None)
+        if flagged is not None and (not parents or (flagged[1].speedup or 0.0) > (parents[0].speedup or 0.0)):
+            candidate_id, verdict = flagged
+            result.review = review_summary(candidate_id, verdict.speedup, verdict.speedup_ci, verdict.reason, self.db)
+            if not parents:  # nothing accepted: the flagged best is the result, marked as waiting for review
+                result.speedup, result.best_candidate = verdict.speedup, candidate_id
+                if verdict.timing:
+                    result.baseline_ms, result.best_ms = typical_ms(verdict.timing, "baseline"), typical_ms(verdict.timing, "candidate")
+            if result.review["note"] not in result.reason:
+                result.reason = "; ".join(part for part in (result.reason, result.review["note"]) if part)
         return result
 
     def _finish(self, status: str, reason: str) -> KernelResult:
         result = self._summary(status, reason)
-        store.update_run_kernel(self.db, self.run_kernel_id, status=status, reason=reason, baseline_ms=result.baseline_ms, best_ms=result.best_ms)
+        store.update_run_kernel(self.db, self.run_kernel_id, status=status, reason=result.reason, baseline_ms=result.baseline_ms, best_ms=result.best_ms,
+                                best_candidate_id=result.best_candidate, best_speedup=result.speedup)
         self.progress("done", {"kernel": result.name, "status": status, "speedup": result.speedup})
         return result

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from kernel_agent.db import review_queries as rq
 from kernel_agent.db.session import Database
+from kernel_agent.text import clean
 
 DECISIONS = ("approve", "reject")
 
@@ -46,9 +47,10 @@ def record(db: Database, candidate_id: int, decision: str, note: str = "", revie
         raise ReviewError(f"unknown decision {decision!r}; use approve or reject")
     if not rq.candidate_exists(db, candidate_id):
         raise ReviewError(f"no candidate {candidate_id} in this database; `kernel-agent candidates list` shows them")
-    who = reviewer or current_reviewer()
-    rq.add_review(db, candidate_id, decision, who, note.strip())
-    return Recorded(candidate_id, decision, who, note.strip())
+    who = clean(reviewer or current_reviewer(), 200)
+    note = clean(note, 2000, keep_newlines=True).strip()  # argv and $USER may hold undecodable bytes
+    rq.add_review(db, candidate_id, decision, who, note)
+    return Recorded(candidate_id, decision, who, note)
 
 
 def may_ship(record: rq.CandidateRecord, approved_only: bool = False) -> bool:

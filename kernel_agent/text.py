@@ -15,6 +15,7 @@ import re
 # CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST), and two-character ESC sequences.
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]|\x9b[0-?]*[ -/]*[@-~]")
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_SURROGATES = re.compile(r"[\ud800-\udfff]")
 
 
 def clean(text: object, limit: int = 1000, keep_newlines: bool = False) -> str:
@@ -25,7 +26,8 @@ def clean(text: object, limit: int = 1000, keep_newlines: bool = False) -> str:
         value = text.decode("utf-8", errors="replace")
     else:
         value = text if isinstance(text, str) else str(text)
-    value = value.encode("utf-8", errors="replace").decode("utf-8")  # lone surrogates -> '?'
+    value = value[: limit * 4 + 4096]  # bounds the work on a flood; escapes removed below may shorten it
+    value = _SURROGATES.sub("\ufffd", value)  # lone surrogates cannot be encoded (print, SQLite, UTF-8 files)
     value = _ESCAPES.sub("", value)
     if keep_newlines:
         value = value.replace("\r\n", "\n").replace("\r", "\n")
@@ -48,3 +50,30 @@ def has_raw_controls(source: str) -> str | None:
     if match:
         return f"the source holds a raw control character (U+{ord(match.group()):04X}); write it as an escape in a string literal"
     return None
+
+
+
+
+def clean_nested(value: object, limit: int = 1000) -> object:
+    """Every string inside `value` (dicts and lists, as verdicts hold them) `clean`ed in place, so
+    references others hold stay valid; a string is returned cleaned. Keys are cleaned too."""
+    if isinstance(value, str):
+        return clean(value, limit)
+    if isinstance(value, dict):
+        for key in list(value):
+            if isinstance(key, str) and clean(key, 200) != key:
+                value[clean(key, 200)] = clean_nested(value.pop(key), limit)
+            else:
+                value[key] = clean_nested(value[key], limit)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            value[index] = clean_nested(item, limit)
+    return value
+
+_UNSTORABLE = re.compile(r"[\ud800-\udfff\x00]")
+
+
+def storable(text: str) -> str:
+    """`text` with lone surrogates (SQLite cannot encode them) and NUL (PostgreSQL refuses it in text)
+    replaced by U+FFFD, nothing else changed: what every database can store."""
+    return _UNSTORABLE.sub("\ufffd", text)

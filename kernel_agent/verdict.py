@@ -1,4 +1,11 @@
-"""The verdict of one evaluation: what `eval --json` prints and the database stores."""
+"""The verdict of one evaluation: what `eval --json` prints and the database stores.
+
+Much of a verdict comes from the candidate (exception messages, its output, worker
+replies), so every string in it is `text.clean`ed here, the one place every verdict
+passes through: on every assignment of a text field, and for the lists and dicts
+(flags, checks, static findings, timing, profile) in `__post_init__` and again in
+`to_dict`, which is what `eval --json`, the database and the Ray executor read.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +13,15 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kernel_agent.text import clean, clean_nested
+
 STATUSES = ("faster", "correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected", "flagged")
 PASSING = ("faster", "correct", "flagged")
+
+# Text fields cleaned on every assignment: (length limit, keep newlines).
+_TEXT_FIELDS = {"reason": (1000, False), "candidate_output": (4000, True), "problem": (200, False), "backend": (40, False),
+                "device": (40, False), "isolation": (1000, False)}
+_NESTED_FIELDS = ("flags", "checks", "static", "timing", "profile")
 
 
 @dataclass
@@ -34,17 +48,29 @@ class Verdict:
     roofline: dict[str, Any] | None = None  # work counts, ceilings and floors per benchmark shape (set by the optimize loop)
     accounting: dict[str, Any] | None = None  # CPU time per phase of each side's sandbox, read from outside its processes
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _TEXT_FIELDS and isinstance(value, str):
+            limit, keep_newlines = _TEXT_FIELDS[name]
+            value = clean(value, limit, keep_newlines=keep_newlines)
+        object.__setattr__(self, name, value)
+
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"unknown verdict status {self.status!r}")
-        self.reason = " ".join(self.reason.split())[:1000]
+        self.sanitize()
+
+    def sanitize(self) -> Verdict:
+        """Clean every string in the lists and dicts (items appended after construction included)."""
+        for name in _NESTED_FIELDS:
+            clean_nested(getattr(self, name))
+        return self
 
     @property
     def passed(self) -> bool:
         return self.status in PASSING
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self.sanitize())
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), default=_json_default)

@@ -1,6 +1,7 @@
 """The `kernel-agent` command line: one thin module per command group.
 
-Command modules import their heavy dependencies (database, LLM client) inside
+Every Typer app here has rich_markup_mode=None: rich would read brackets in help texts as
+markup and drop them. Command modules import their heavy dependencies (database, LLM client) inside
 the command bodies, so `kernel-agent eval` works where only torch is installed.
 """
 
@@ -16,6 +17,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help texts are plain text: `[[kernel]]` and `'kernel-agent[cluster]'` print as written
 )
 app.command("eval")(eval_cmd.eval_command)
 app.command("optimize")(optimize_cmd.optimize_command)

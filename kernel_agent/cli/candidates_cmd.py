@@ -10,7 +10,7 @@ import typer
 from kernel_agent.cli import options as opt
 from kernel_agent.cli.common import fail, stdout
 
-app = typer.Typer(help="List candidates, show one with its verdict, or print its diff.", no_args_is_help=True)
+app = typer.Typer(help="List candidates, show one with its verdict, or print its diff.", no_args_is_help=True, rich_markup_mode=None)
 
 
 def _detail(db: str | None, candidate: int) -> dict:

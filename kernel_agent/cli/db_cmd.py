@@ -7,7 +7,7 @@ import typer
 from kernel_agent.cli import options as opt
 from kernel_agent.cli.common import fail, stdout
 
-app = typer.Typer(help="Database location, migrations and backups.", no_args_is_help=True)
+app = typer.Typer(help="Database location, migrations and backups.", no_args_is_help=True, rich_markup_mode=None)
 
 
 @app.command("path")

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from kernel_agent.cli import options as opt
-from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, read_candidate, stderr, stdout
+from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, read_candidate, stdout, styled, warn
 
 
 def eval_command(
@@ -46,7 +46,7 @@ def eval_command(
     try:
         loaded = load_problem(problem)
         for warning in audit_problem(loaded, run_device(loaded, device)):
-            stderr.print(f"[yellow]warning:[/] {warning}", highlight=False)
+            warn(warning)
     except ProblemError as exc:
         fail(str(exc))
     options = EvalOptions(device=device, timeout=timeout, backend=backend, min_gain=min_gain, isolation=isolation, sandbox_root=sandbox, keep_workdir=keep)
@@ -65,7 +65,8 @@ def eval_command(
 
 def render(verdict) -> None:
     colour = {"faster": "green", "correct": "cyan", "flagged": "yellow"}.get(verdict.status, "red")
-    stdout.print(f"[bold {colour}]{verdict.status}[/]  {verdict.problem}  ({verdict.backend} on {verdict.device}; isolation: {verdict.isolation})", highlight=False)
+    stdout.print(styled(verdict.status, f"bold {colour}", f"  {verdict.problem}  ({verdict.backend} on {verdict.device}; isolation: {verdict.isolation})"),
+                 highlight=False)
     if verdict.speedup is not None:
         low, high = verdict.speedup_ci
         timing = verdict.timing

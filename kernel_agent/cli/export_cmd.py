@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from kernel_agent.cli import options as opt
-from kernel_agent.cli.common import fail, stderr, stdout
+from kernel_agent.cli.common import fail, stderr, stdout, styled
 from kernel_agent.cli.run_arg import RUN, resolve_run_or_fail
 
 
@@ -37,7 +37,7 @@ def export_command(
     except ExportError as exc:
         fail(str(exc))
     for kernel_name, reason in result.skipped:
-        stderr.print(f"[yellow]not exported:[/] {kernel_name}: {reason}", highlight=False, soft_wrap=True)
+        stderr.print(styled("not exported:", "yellow", f" {kernel_name}: {reason}"), highlight=False, soft_wrap=True)
     for k in result.exported:
         speedup = f"{k.speedup:.2f}x" if k.speedup else "-"
         stdout.print(f"exported {k.name}: candidate {k.candidate_id}, {speedup} on {k.device} ({k.device_name}); re-verified: {k.reverified}", highlight=False)

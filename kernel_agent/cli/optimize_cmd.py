@@ -15,7 +15,7 @@ from pathlib import Path
 import typer
 
 from kernel_agent.cli import options as opt
-from kernel_agent.cli.common import MS_CAPTION, fail, stderr, stdout
+from kernel_agent.cli.common import MS_CAPTION, fail, stderr, stdout, warn
 
 PROVIDER_KEYS = ("base_url", "model", "temperature", "max_tokens", "request_timeout", "max_retries", "prompts_dir", "prices_file", "api_key_file", "replay_run")
 
@@ -51,6 +51,8 @@ def optimize_command(
     device: str = opt.DEVICE,
     timeout: float = opt.TIMEOUT,
     min_gain: float = opt.MIN_GAIN,
+    sanity_speedup: float = typer.Option(10.0, "--sanity-speedup", min=1.0,
+                                         help="A speedup above this is flagged for human review (kernel-agent review) instead of accepted."),
     sandbox: Path = opt.SANDBOX,
     threads: int = opt.THREADS,
     db: str = opt.DB,
@@ -87,7 +89,8 @@ def optimize_command(
         fail("--provider replay needs --replay-run RUN (the run whose recorded replies to replay)")
     plan = RunPlan(
         kernels=specs, provider=provider, provider_options=provider_options if provider != "search" else {}, rounds=rounds, samples=samples,
-        beam=beam, patience=patience, roofline_stop=roofline_stop, device=device, timeout=timeout, min_gain=min_gain, threads=threads, sandbox=str(sandbox),
+        beam=beam, patience=patience, roofline_stop=roofline_stop, device=device, timeout=timeout, min_gain=min_gain, sanity_speedup=sanity_speedup, threads=threads,
+        sandbox=str(sandbox),
         workers=workers, concurrency=concurrency, executor=executor, ray_address=ray_address,
         budget={"max_candidates": max_candidates, "max_tokens": max_tokens, "max_cost": max_cost, "time_limit": time_limit},
     )
@@ -155,7 +158,7 @@ def execute(database, plan, run_id: int | None, json_output: bool) -> None:
         try:
             problem = load_kernel(spec)
             for warning in audit_problem(problem, run_device(problem, plan.device)):
-                stderr.print(f"[yellow]warning:[/] {warning}", highlight=False)
+                warn(warning)
         except ProblemError as exc:
             fail(str(exc))
         problems.append((spec, problem))
@@ -245,13 +248,14 @@ def run_until_interrupted(batch, progress, database, run_id: int) -> list:
 
 
 STATUS_LABELS = {
-    "improved": "improved", "no_gain": "no gain", "needs_gpu": "verified; needs a GPU", "baseline_failed": "baseline failed",
+    "improved": "improved", "needs_review": "needs review", "no_gain": "no gain", "needs_gpu": "verified; needs a GPU", "baseline_failed": "baseline failed",
     "provider_failed": "provider failed", "budget_reached": "budget reached", "interrupted": "interrupted",
 }
 
 
 def render_summary(run_id: int, results: list) -> None:
-    """The final table on stdout; reasons follow it, one line per kernel that did not improve."""
+    """The final table on stdout; reasons follow it, one line per kernel that has one (a flagged candidate
+    waiting for review always has one, with the command that approves it)."""
     from rich.table import Table
 
     table = Table(title=f"run {run_id}", caption=MS_CAPTION)
@@ -264,6 +268,6 @@ def render_summary(run_id: int, results: list) -> None:
         )
     stdout.print(table)
     for r in results:
-        if r.reason:
-            stdout.print(f"{r.name}: {r.reason}", highlight=False)
+        if r.reason:  # soft_wrap: a `kernel-agent review approve ...` command stays on one line to copy
+            stdout.print(f"{r.name}: {r.reason}", highlight=False, soft_wrap=True)
     stdout.print(f"details: kernel-agent runs show {run_id}; code: kernel-agent candidates diff ID", highlight=False)

@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, read_candidate, stderr, stdout
+from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, read_candidate, stderr, stdout, styled, warn
 from kernel_agent.cli.options import DB, THREADS, open_db
 
 
@@ -67,10 +67,10 @@ def profile_command(
         try:
             verdict = evaluate(loaded, source, EvalOptions(device=device, sandbox_root=Path(sandbox), profile="always", threads=threads))
         except RuntimeError as exc:  # e.g. no isolation available
-            stderr.print(f"[yellow]warning:[/] no timing: {exc}", highlight=False)
+            warn(f"no timing: {exc}")
     timing = verdict.timing if verdict is not None else None
     if verdict is not None and timing is None:
-        stderr.print(f"[yellow]warning:[/] no timing: {verdict.status}: {verdict.reason}", highlight=False)
+        warn(f"no timing: {verdict.status}: {verdict.reason}")
 
     try:
         rows = shape_rows(loaded, timing, measured)
@@ -148,7 +148,7 @@ def profile_ceilings(db: str | None, device: str, threads: int | None, remeasure
         stderr.print(f"measuring {device} ceilings (stored for later runs) ...", highlight=False)
         return stored_or_measured(database, {device}, threads, remeasure=remeasure)[device], "measured now and stored"
     except (ProfileError, RuntimeError, ValueError) as exc:
-        stderr.print(f"[yellow]warning:[/] no ceilings: {exc}", highlight=False)
+        warn(f"no ceilings: {exc}")
         return None, ""
 
 
@@ -186,8 +186,9 @@ def ceilings_line(ceilings, origin: str) -> str:
 
 def render(name: str, device: str, ceilings, origin: str, rows: list[dict[str, Any]], summary: dict[str, Any] | None, breakdown: dict[str, Any]) -> None:
     from rich.table import Table
+    from rich.text import Text
 
-    stdout.print(f"[bold]{name}[/] on {device}", highlight=False)
+    stdout.print(styled(name, "bold", f" on {device}"), highlight=False)
     stdout.print(ceilings_line(ceilings, origin), highlight=False)
     if summary is not None:
         speed = f", speedup {summary['speedup']:.3f}x" if summary.get("speedup") is not None else ""
@@ -212,7 +213,8 @@ def render(name: str, device: str, ceilings, origin: str, rows: list[dict[str, A
             (f"{role} GFLOP/s", lambda row, r=role: _fmt(row.get(f"{r}_gflops"))),
             (
                 f"{role} fraction of floor",
-                lambda row, r=role: _fmt(row.get(f"{r}_fraction_of_floor")) + (" [bold red]faster than the floor![/]" if row.get(f"{r}_faster_than_floor") else ""),
+                lambda row, r=role: Text.assemble(_fmt(row.get(f"{r}_fraction_of_floor")),
+                                                  (" faster than the floor!", "bold red") if row.get(f"{r}_faster_than_floor") else ""),
             ),
         ]
     for label, cell in metrics:

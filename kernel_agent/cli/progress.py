@@ -14,7 +14,7 @@ class LoopProgress:
     """One line per kernel (round, evaluated/accepted, best speedup, failures by status) and one for the run."""
 
     def __init__(self, console: Console, kernels: list[str], rounds: int) -> None:
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=False)
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(), console=console, transient=False)
         self.overall = self.progress.add_task("run: starting")
         self.tasks = {name: self.progress.add_task(f"{name}: waiting", start=False) for name in kernels}
         self.state: dict[str, dict[str, Any]] = {name: {"evaluated": 0, "accepted": 0, "best": None, "round": 0, "failures": {}, "done": False} for name in kernels}

@@ -30,7 +30,7 @@ class DefaultToStart(TyperGroup):
 
 
 app = typer.Typer(cls=DefaultToStart, help="Review accepted and flagged candidates: `review RUN`, `review approve CAND`, `review reject CAND`.",
-                  no_args_is_help=True)
+                  no_args_is_help=True, rich_markup_mode=None)
 
 
 @app.command("start")
@@ -90,6 +90,7 @@ def show_candidate(candidate) -> None:  # noqa: ANN001 - a review_queries.Candid
     """The verdict summary, then the diffs against the baseline and (when different) the parent."""
     from rich.panel import Panel
     from rich.syntax import Syntax
+    from rich.text import Text
 
     passed, checked = candidate.checks_passed
     ci = f"[{candidate.ci_low:.3f}, {candidate.ci_high:.3f}]" if candidate.ci_low is not None else "-"
@@ -108,7 +109,7 @@ def show_candidate(candidate) -> None:  # noqa: ANN001 - a review_queries.Candid
         d = candidate.decision
         lines.append(f"reviewed   {d.decision} by {d.reviewer} at {d.created_at.isoformat(timespec='seconds')}" + (f": {d.note}" if d.note else ""))
     title = f"candidate {candidate.id}  {candidate.kernel}  run {candidate.run_id}"
-    stdout.print(Panel("\n".join(lines), title=title, title_align="left", border_style="red" if candidate.status == "flagged" else "green"), highlight=False)
+    stdout.print(Panel(Text("\n".join(lines)), title=Text(title), title_align="left", border_style="red" if candidate.status == "flagged" else "green"), highlight=False)
     stdout.print("diff against the baseline:", highlight=False)
     stdout.print(Syntax(candidate.diff_baseline or "(no differences)\n", "diff", theme="ansi_dark", word_wrap=True))
     if candidate.diff_parent and candidate.diff_parent.replace("parent/", "baseline/") != candidate.diff_baseline:

@@ -11,7 +11,7 @@ from kernel_agent.cli import options as opt
 from kernel_agent.cli.common import MS_CAPTION, fail, stdout
 from kernel_agent.cli.run_arg import RUN, resolve_run_or_fail
 
-app = typer.Typer(help="List runs and show one run's kernels and results.", no_args_is_help=True)
+app = typer.Typer(help="List runs and show one run's kernels and results.", no_args_is_help=True, rich_markup_mode=None)
 
 
 @app.command("list")
@@ -35,7 +35,8 @@ def list_command(db: str = opt.DB, json_output: bool = opt.JSON) -> None:
 
 @app.command("show")
 def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON) -> None:
-    """One run: per kernel, its status, baseline and best times, speedup and candidate counts by status."""
+    """One run: per kernel, its status, baseline and best times, speedup and candidate counts by status, then each
+    kernel's reason (a flagged candidate waiting for review, with the command that approves it)."""
     from rich.table import Table
 
     from kernel_agent.db.queries import run_detail
@@ -59,6 +60,12 @@ def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON)
             f"{k['speedup']:.2f}x" if k["speedup"] else "-", str(k["best_candidate"] or "-"), ", ".join(f"{s} {n}" for s, n in sorted(k["statuses"].items())),
         )
     stdout.print(table)
+    for k in detail["kernels"]:  # soft_wrap: a `kernel-agent review approve ...` command stays on one line to copy
+        if k["reason"]:
+            stdout.print(f"{k['name']}: {k['reason']}", highlight=False, soft_wrap=True)
+        review = k.get("review")
+        if review and review["note"] not in (k["reason"] or ""):
+            stdout.print(f"{k['name']}: {review['note']}", highlight=False, soft_wrap=True)
 
 
 @app.command("resume")

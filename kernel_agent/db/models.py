@@ -8,8 +8,40 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, UniqueConstraint
+from sqlalchemy import String as _String
+from sqlalchemy import Text as _Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+from kernel_agent.text import storable
+
+
+class Text(TypeDecorator):
+    """TEXT that can always be written: a lone surrogate (from a candidate's exception, an LLM reply,
+    a file name decoded with surrogateescape) or a NUL becomes U+FFFD instead of raising in the driver.
+    Display cleaning happens where the text enters (kernel_agent.text); this is the last guard."""
+
+    impl = _Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> Any:
+        return storable(value) if isinstance(value, str) else value
+
+
+class String(Text):
+    """VARCHAR(n) with the same guard as `Text`, and cut to n characters: PostgreSQL refuses a longer value
+    and fails the whole write (an isolation description grew past 200; the verdict JSON keeps it whole)."""
+
+    impl = _String
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> Any:
+        value = super().process_bind_param(value, dialect)
+        length = self.impl.length
+        if isinstance(value, str) and length and len(value) > length:
+            value = value[: length - 1] + "…"
+        return value
 
 
 def utcnow() -> datetime:

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from kernel_agent.db.models import Candidate, Evaluation, LLMCallRow, ProblemRow, Run
+from kernel_agent.db.review_queries import kernel_review, run_kernels
 from kernel_agent.db.session import Database
 
 
@@ -42,12 +43,17 @@ def run_detail(db: Database, run_id: int) -> dict[str, Any] | None:
             select(func.coalesce(func.sum(LLMCallRow.prompt_tokens), 0), func.coalesce(func.sum(LLMCallRow.completion_tokens), 0),
                    func.coalesce(func.sum(LLMCallRow.cost_usd), 0.0), func.count(LLMCallRow.id)).where(LLMCallRow.run_id == run_id)
         ).one()
-        return {
+        detail = {
             "run_id": run.id, "started": run.started_at.isoformat(timespec="seconds"),
             "finished": run.finished_at.isoformat(timespec="seconds") if run.finished_at else None, "status": run.status,
             "provider": run.provider, "model": run.model, "options": run.options, "note": run.note, "kernels": kernels,
             "llm": {"calls": tokens[3], "prompt_tokens": tokens[0], "completion_tokens": tokens[1], "cost_usd": tokens[2]},
         }
+    # A flagged candidate that beats every accepted one, with its latest review decision (read now, not at run time).
+    reviews = {k.name: kernel_review(k, db) for k in run_kernels(db, run_id)}
+    for kernel in kernels:
+        kernel["review"] = reviews.get(kernel["name"])
+    return detail
 
 
 def list_candidates(db: Database, run_id: int | None = None, kernel: str | None = None) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ wins" and on which candidates may ship.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from sqlalchemy import select
 
 from kernel_agent.db.models import Candidate, Evaluation, ProblemRow, Review, Run, RunKernel, Source
-from kernel_agent.db.session import Database
+from kernel_agent.db.session import Database, resolve_url
 
 SHIPPABLE = ("faster", "flagged")
 
@@ -211,3 +212,51 @@ def kernel_names(db: Database, run_id: int) -> list[str]:
         return list(session.scalars(
             select(ProblemRow.name).join(RunKernel, RunKernel.problem_id == ProblemRow.id).where(RunKernel.run_id == run_id).order_by(RunKernel.id)
         ).all())
+
+
+def approve_command(candidate_id: int, db: Database | None = None) -> str:
+    """The exact command that approves a candidate in this database (`--db` only when it is not the default one)."""
+    command = f"kernel-agent review approve {candidate_id}"
+    if db is not None and db.url != resolve_url(None):
+        command += f" --db {shlex.quote(str(db.path) if db.path is not None else db.display_url)}"
+    return command
+
+
+def review_summary(candidate_id: int, speedup: float | None, ci: list[float | None] | None, reason: str, db: Database | None = None,
+                   decision: str | None = None) -> dict[str, Any]:
+    """What every result view says about a flagged candidate: its id, speedup and interval, the flag's reason,
+    the command that approves it (a flagged candidate ships only after that) and one sentence with all of it."""
+    command = approve_command(candidate_id, db)
+    low, high = (list(ci) + [None, None])[:2] if ci else (None, None)
+    interval = f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""
+    measured = f"candidate {candidate_id} at {speedup:.2f}x{interval}" if speedup is not None else f"candidate {candidate_id}"
+    why = f" ({reason})" if reason else ""
+    if decision == "approve":
+        note = f"{measured} was flagged{why} and is approved: export ships it"
+    else:
+        note = f"{measured} awaits review{why}; approve it to ship it: {command}"
+    return {"candidate": candidate_id, "speedup": speedup, "speedup_ci": [low, high] if interval else None, "reason": reason,
+            "command": command, "decision": decision, "note": note}
+
+
+def awaiting_review(kernel: KernelRecord) -> CandidateRecord | None:
+    """The kernel's best flagged candidate that no one rejected, when it beats every accepted (`faster`, not
+    rejected) one: the result a human has to look at."""
+    def rejected(c: CandidateRecord) -> bool:
+        return c.decision is not None and c.decision.decision == "reject"
+
+    live = [c for c in kernel.candidates if c.origin != "baseline" and not rejected(c)]
+    flagged = [c for c in live if c.status == "flagged"]
+    if not flagged:
+        return None
+    best = max(flagged, key=lambda c: (c.speedup or 0.0, -c.id))
+    accepted = [c.speedup or 0.0 for c in live if c.status == "faster"]
+    return None if accepted and max(accepted) >= (best.speedup or 0.0) else best
+
+
+def kernel_review(kernel: KernelRecord, db: Database | None = None) -> dict[str, Any] | None:
+    """`review_summary` of `awaiting_review(kernel)`, or None."""
+    c = awaiting_review(kernel)
+    if c is None:
+        return None
+    return review_summary(c.id, c.speedup, [c.ci_low, c.ci_high], c.reason, db, c.decision.decision if c.decision else None)

@@ -26,12 +26,13 @@ from kernel_agent.db.models import Candidate, Evaluation, LLMCallRow, ProblemRow
 from kernel_agent.db.session import Database
 from kernel_agent.problem import Problem
 from kernel_agent.providers.base import LLMCall
+from kernel_agent.text import clean
 from kernel_agent.timing import typical_ms
 from kernel_agent.verdict import Verdict
 
 
 def sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()  # never raises on a lone surrogate
 
 
 def normalized_hash(source: str) -> str:
@@ -112,7 +113,7 @@ def update_run_kernel(db: Database, run_kernel_id: int, **fields: Any) -> None:
         row = session.get(RunKernel, run_kernel_id)
         assert row is not None
         for key, value in fields.items():
-            setattr(row, key, value)
+            setattr(row, key, clean(value, 2000) if key == "reason" and isinstance(value, str) else value)
 
 
 def count_duplicate(db: Database, run_kernel_id: int) -> None:
@@ -151,8 +152,8 @@ def add_candidate(
 ) -> int:
     with db.write() as session:
         candidate = Candidate(
-            run_id=run_id, run_kernel_id=run_kernel_id, problem_id=problem_id, origin=origin, round=round, note=note[:2000],
-            parse_error=parse_error, llm_call_id=llm_call_id, parent_id=parent_id,
+            run_id=run_id, run_kernel_id=run_kernel_id, problem_id=problem_id, origin=origin, round=round, note=clean(note, 2000),
+            parse_error=None if parse_error is None else clean(parse_error, 2000), llm_call_id=llm_call_id, parent_id=parent_id,
         )
         if source is not None:
             candidate.source_hash = put_source(session, source)
@@ -166,6 +167,7 @@ def add_candidate(
 
 
 def add_evaluation(db: Database, candidate_id: int, verdict: Verdict, duration_s: float) -> int:
+    data = verdict.to_dict()  # cleans the verdict's text first (flags appended after it was made included)
     timing = verdict.timing or {}
     with db.write() as session:
         row = Evaluation(
@@ -174,7 +176,7 @@ def add_evaluation(db: Database, candidate_id: int, verdict: Verdict, duration_s
             ci_high=verdict.speedup_ci[1] if verdict.speedup_ci else None,
             baseline_ms=typical_ms(timing, "baseline"), candidate_ms=typical_ms(timing, "candidate"),
             device=verdict.device, device_name=verdict.environment.get("device_name", ""), isolation=verdict.isolation,
-            backend=verdict.backend, interpreted=verdict.interpreted, flags=list(verdict.flags), verdict=verdict.to_dict(),
+            backend=verdict.backend, interpreted=verdict.interpreted, flags=list(data["flags"]), verdict=data,
             environment=dict(verdict.environment), duration_s=duration_s,
         )
         session.add(row)
@@ -188,7 +190,8 @@ def add_llm_call(db: Database, call: LLMCall, run_id: int | None, run_kernel_id:
         row = LLMCallRow(
             run_id=run_id, run_kernel_id=run_kernel_id, round=round, prompt_hash=call.prompt_hash, model=call.model,
             base_url=call.base_url, request=data["request"], responses=list(call.response_texts), prompt_tokens=call.prompt_tokens,
-            completion_tokens=call.completion_tokens, latency_s=call.latency_s, cost_usd=call.cost_usd, error=call.error,
+            completion_tokens=call.completion_tokens, latency_s=call.latency_s, cost_usd=call.cost_usd,
+            error=None if call.error is None else clean(call.error, 2000),
             cached=call.cached, attempts=call.attempts,
         )
         session.add(row)

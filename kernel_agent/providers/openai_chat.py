@@ -24,6 +24,7 @@ import openai
 from kernel_agent.prompts import PromptTemplateError, render_messages
 from kernel_agent.providers.base import LLMCall, Proposal, ProposalBatch, ProposalContext
 from kernel_agent.providers.parse import extract_candidate, summary_line
+from kernel_agent.text import clean
 
 API_KEY_ENV = "OPENAI_API_KEY"
 # USD per 1M (prompt, completion) tokens; list prices when written. Extend or correct with a TOML file.
@@ -317,4 +318,5 @@ def _attempts_text(attempts: int, was_retryable: bool) -> str:
 
 
 def _one_line(text: str, limit: int = 400) -> str:
-    return " ".join(text.split())[:limit]
+    """An endpoint's error text is foreign: cleaned before it is stored and printed."""
+    return clean(text, limit)

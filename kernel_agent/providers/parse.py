@@ -3,7 +3,9 @@
 Why so defensive: replies are untrusted text of any shape (prose, several code
 blocks, a usage snippet after the module, a cut-off reply). Every failure must
 become a one-line reason that goes back to the model in the next prompt, so
-nothing here may raise.
+nothing here may raise. Every reason and note leaving this module is `text.clean`ed
+(it is stored and printed); code is never rewritten, so a module holding raw control
+characters or invalid Unicode is refused with the reason instead.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from kernel_agent.backends.checks import defines
+from kernel_agent.text import clean, has_raw_controls
 
 PYTHON_TAGS = {"", "python", "py", "python3", "py3"}
 _OPEN = re.compile(r"^[ \t]{0,3}(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")
@@ -29,9 +32,14 @@ class Block:
 
 
 def fenced_blocks(reply: str) -> list[Block]:
-    """Every fenced block in order (CommonMark-style: a closing fence is at least as long)."""
+    """Every fenced block in order (CommonMark-style: a closing fence is at least as long).
+
+    Lines end at "\n" only (a trailing "\r" is dropped): `str.splitlines` would also split at
+    form feeds, \x1c-\x1e and U+2028, silently rewriting code that `has_raw_controls` must see."""
     blocks: list[Block] = []
-    lines = reply.splitlines()
+    lines = [line[:-1] if line.endswith("\r") else line for line in reply.split("\n")]
+    if lines and not lines[-1]:
+        lines.pop()  # the text after a final newline, as splitlines() would
     i = 0
     while i < len(lines):
         match = _OPEN.match(lines[i])
@@ -70,17 +78,22 @@ def check_module(source: str, entry_point: str) -> str | None:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())[:MAX_REASON]
+    return clean(text, MAX_REASON)
+
+
+def usable(source: str, entry_point: str) -> str | None:
+    """None when `source` can be evaluated as it is, else why not (see `check_module`, `has_raw_controls`)."""
+    return check_module(source, entry_point) or has_raw_controls(source)
 
 
 def _pick(blocks: list[Block], entry_point: str) -> tuple[str | None, str | None]:
     """The last block that works; otherwise the reason of the block most likely meant as the module."""
     for block in reversed(blocks):
-        if check_module(block.body, entry_point) is None:
+        if usable(block.body, entry_point) is None:
             return block.body, None
     meant = [b for b in blocks if entry_point in b.body] or blocks
     block = meant[-1]
-    reason = check_module(block.body, entry_point) or "no usable code block"
+    reason = usable(block.body, entry_point) or "no usable code block"
     if not block.closed:
         reason += "; the code block is never closed (reply cut off?)"
     return None, reason
@@ -103,6 +116,9 @@ def _extract(reply: str, entry_point: str) -> tuple[str | None, str | None]:
         source, reason = _pick(python, entry_point)
         return source, None if source is not None else _one_line(reason or "")
     if check_module(reply, entry_point) is None:  # a bare module without fences (some local models)
+        refused = has_raw_controls(reply)
+        if refused:
+            return None, _one_line(refused)
         return reply if reply.endswith("\n") else reply + "\n", None
     if blocks:
         tags = ", ".join(sorted({b.tag for b in blocks}))
@@ -119,7 +135,7 @@ def summary_line(reply: str, limit: int = 160) -> str:
         if _OPEN.match(line):  # opening and closing fences both match
             inside = not inside
             continue
-        text = line.strip().lstrip("#*->").strip()
+        text = clean(line, limit).lstrip("#*->").strip()
         if not inside and text:
-            return text[:limit]
+            return text
     return ""

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernel_agent.db.queries import run_detail
-from kernel_agent.db.review_queries import CandidateRecord, KernelRecord, lineage, run_kernels
+from kernel_agent.db.review_queries import CandidateRecord, KernelRecord, kernel_review, lineage, run_kernels
 from kernel_agent.db.session import Database
 from kernel_agent.report.charts import kernel_chart, roofline_chart, roofline_data, run_chart
 from kernel_agent.report.diffs import side_by_side
@@ -29,6 +29,7 @@ class KernelView:
     lineage: list[CandidateRecord]
     diffs: list[DiffView]
     counts: dict[str, int]
+    review: dict[str, Any] | None = None  # a flagged candidate that beats every accepted one (review_queries.review_summary)
 
 
 @dataclass
@@ -66,14 +67,14 @@ def _diffs(chain: list[CandidateRecord]) -> list[DiffView]:
     return views
 
 
-def _kernel_view(kernel: KernelRecord) -> KernelView:
+def _kernel_view(kernel: KernelRecord, db: Database | None = None) -> KernelView:
     best = next((c for c in kernel.candidates if c.id == kernel.best_candidate_id), None)
     chain = lineage(kernel.candidates, best.id) if best else []
     counts: dict[str, int] = {}
     for c in kernel.candidates:
         if c.origin != "baseline":
             counts[c.status] = counts.get(c.status, 0) + 1
-    return KernelView(kernel, kernel_chart(kernel), best, chain, _diffs(chain), dict(sorted(counts.items())))
+    return KernelView(kernel, kernel_chart(kernel), best, chain, _diffs(chain), dict(sorted(counts.items())), kernel_review(kernel, db))
 
 
 def _provenance(kernels: list[KernelRecord]) -> list[dict[str, Any]]:
@@ -104,7 +105,7 @@ def gather(db: Database, run_id: int) -> ReportData:
                 failures.setdefault(c.status, []).append(Failure(c.id, k.name, c.round, c.origin, c.reason))
     reviews = [c for k in kernels for c in k.candidates if c.decision is not None]
     return ReportData(
-        run=detail, run_chart_svg=run_chart(kernels), kernels=[_kernel_view(k) for k in kernels],
+        run=detail, run_chart_svg=run_chart(kernels), kernels=[_kernel_view(k, db) for k in kernels],
         failures=dict(sorted(failures.items(), key=lambda item: -len(item[1]))), provenance=_provenance(kernels), reviews=reviews,
         rooflines=[(line.device, roofline_chart(line)) for line in roofline_data(kernels)],
     )
