@@ -105,6 +105,14 @@ class CaseMaker:
                 return as_outputs(self.meta_model(*metas))
             return as_outputs(self.module.reference(*metas))
 
+    def reference_same_dtype(self, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """The reference in the inputs' own dtype only (no float64 gold), on CPU."""
+        with torch.no_grad():
+            on_device = [t.to(self.device) for t in inputs]
+            model = self.model if self.problem.kind == "kernelbench" else self.module.reference
+            assert model is not None
+            return tuple(t.cpu() for t in as_outputs(model(*on_device)))
+
     def reference(self, inputs: list[torch.Tensor]) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
         """(gold in float64, base in the inputs' dtype), both on CPU.
 

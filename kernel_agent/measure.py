@@ -39,21 +39,19 @@ from kernel_agent.sandbox.session import Timed, WorkerFailure, WorkerSession
 from kernel_agent.timing import PROCESS_EFFECT, calls_per_block, speedup_interval
 from kernel_agent.verify import Tolerance, compare
 
-CLAIM_SLACK_MS = 2.0  # a worker may not claim more time than this process's clock saw, beyond this
-# Our clock sees more than the worker's own (IPC, wake-up after a thaw, bookkeeping); the record is
-# bounded below by our clock less a high quantile of what it adds for the trusted baseline...
-OVERHEAD_QUANTILE = 0.9
-# ...and a candidate whose own clock misses far more than the baseline's, in most rounds, is rejected
-# (the record already makes a small lie worthless; this names a large one).
-TAMPER_FRACTION = 0.35
-TAMPER_MIN_MS = 0.15
-TAMPER_ROUNDS_SHARE = 0.7
-CORE_SLACK = 1.25  # CPU time of timed calls may exceed wall x threads by this factor (accounting granularity)...
-CORE_MIN_MS = 30.0  # ...plus this much
-THREAD_SLACK = 4  # threads the candidate may run beyond the baseline's count plus its thread budget
-POOL_BYTES = 256 << 20  # a round's timed inputs beyond this come from a reused, rescaled pool
-LARGE_SET_BYTES = 64 << 20  # one call's inputs beyond this: a few audits in all (each reference costs seconds)...
-LARGE_AUDITS = 4  # ...this many per shape, anywhere among the timed calls
+CLAIM_SLACK_MS = 0.05  # a worker may not claim more time than this process's clock saw (clock granularity only)
+# The record of a call is the worker's claim, never less than this process's clock minus the median of
+# what it adds for the trusted baseline (IPC, the wake-up after a thaw, bookkeeping): a lie is worth
+# at most the baseline's overhead jitter, and a candidate whose own clock misses far more than the
+# baseline's, in most of its calls, is rejected by name.
+TAMPER_FRACTION = 0.35  # ...of its median claim
+TAMPER_SPREAD = 2.0  # ...and of the baseline's interquartile spread of that overhead
+TAMPER_MIN_MS = 0.02
+CORE_SLACK = 1.1  # CPU of the timed calls may exceed threads x their wall time by this factor...
+CORE_MIN_MS = {"cgroup cpu.stat": 5.0, "/proc stat ticks": 40.0}  # ...plus this (the accounting's granularity)
+THREAD_SLACK = 4  # tasks the candidate may run at once beyond the baseline's peak plus its thread budget
+POOL_BYTES = 1 << 30  # a round's input sets are kept for both sides up to this; beyond, each call draws its own
+LARGE_SET_BYTES = 64 << 20  # one call's inputs beyond this: audits compare with the same-dtype reference only
 
 
 class TimingFailure(Exception):
@@ -153,53 +151,34 @@ def _warm_up(job: TimingJob) -> list[int]:
     return sizes
 
 
-@dataclass
-class CallInputs:
-    """One timed call's inputs: a drawn set, and the factor its floating tensors are scaled by (None: as drawn)."""
-
-    tensors: list[torch.Tensor]
-    scale: float | None = None
-
-    def materialize(self) -> list[torch.Tensor]:
-        """The inputs exactly as the worker got them (for an audit's reference)."""
-        if self.scale is None:
-            return self.tensors
-        return [t * self.scale if t.is_floating_point() else t for t in self.tensors]
-
-
 class InputPlan:
     """Fresh inputs for every timed call, within a memory bound.
 
-    While a round's sets fit in POOL_BYTES every call gets a set drawn for it (both sides get
-    the same sets, each process sees each set once). Larger problems draw a small pool once and
-    hand each call a pool set scaled by a fresh random factor in [0.9, 1): new contents every
-    call (no content cache can hit), the same value ranges, one pass to write."""
+    While a round's sets fit in POOL_BYTES, both sides get the same sets (each process sees each
+    set once). Beyond it, every call of each side gets a set drawn for it alone. Nothing is ever
+    reused or derived from an earlier input: a kernel that kept an earlier output cannot answer."""
 
     def __init__(self, job: TimingJob, config: Config, calls: int, rng: secrets.SystemRandom) -> None:
         self.job, self.config, self.calls, self.rng = job, config, calls, rng
-        first = self._draw()
-        self.set_bytes = sum(t.numel() * t.element_size() for t in first)
-        self.pool: list[list[torch.Tensor]] | None = None
-        if self.set_bytes * calls > POOL_BYTES:
-            self.pool = [first] + [self._draw() for _ in range(max(1, min(calls, POOL_BYTES // max(1, self.set_bytes))) - 1)]
+        self.first: list[torch.Tensor] | None = self.draw()
+        self.set_bytes = sum(t.numel() * t.element_size() for t in self.first)
+        self.shared = self.set_bytes * calls <= POOL_BYTES
 
-    def _draw(self) -> list[torch.Tensor]:
+    def draw(self) -> list[torch.Tensor]:
         shape, dtype = self.config
         return self.job.maker.inputs(shape, dtype, "normal", fresh_seed())
 
-    def round(self) -> list[CallInputs]:
-        if self.pool is None:
-            return [CallInputs(self._draw()) for _ in range(self.calls)]
-        return [CallInputs(self.pool[i % len(self.pool)], 0.9 + 0.1 * self.rng.random()) for i in range(self.calls)]
+    def round(self) -> list[list[torch.Tensor]] | None:
+        """The round's sets for both sides, or None when each call draws its own."""
+        if not self.shared:
+            return None
+        first, self.first = self.first, None
+        return [first if (i == 0 and first is not None) else self.draw() for i in range(self.calls)]
 
     def audit_picks(self, rounds: int) -> set[tuple[int, int]]:
-        """(round, call) pairs to audit, chosen now and kept here: a fraction of every block for
-        small problems; a few in all for large ones (each reference costs seconds there)."""
-        if self.set_bytes <= LARGE_SET_BYTES:
-            count = max(1, round(self.job.audit_fraction * self.calls))
-            return {(r, i) for r in range(rounds) for i in self.rng.sample(range(self.calls), count)}
-        everything = [(r, i) for r in range(rounds) for i in range(self.calls)]
-        return set(self.rng.sample(everything, min(len(everything), LARGE_AUDITS)))
+        """(round, call) pairs of the candidate's to audit: a fraction of every block, chosen now and kept here."""
+        count = max(1, round(self.job.audit_fraction * self.calls))
+        return {(r, i) for r in range(rounds) for i in self.rng.sample(range(self.calls), count)}
 
 
 def _measure(job: TimingJob) -> tuple[dict[str, Any], list[str]]:
@@ -215,29 +194,40 @@ def _measure(job: TimingJob) -> tuple[dict[str, Any], list[str]]:
         if round_index % 2:
             order.reverse()
         for role, side in order:
-            for c, sets in enumerate(round_sets):
+            for c, plan in enumerate(plans):
                 block, fetched = [], []
-                for i, call in enumerate(sets):
+                for i in range(plan.calls):
+                    inputs = round_sets[c][i] if round_sets[c] is not None else plan.draw()
                     with _failures_of(role):
-                        timed = side.timed_call(call.tensors, integrity=i == len(sets) - 1, scale=call.scale)
+                        timed = side.timed_call(inputs, integrity=i == plan.calls - 1)
                         if role == "candidate" and (round_index, i) in picks[c]:
-                            fetched.append((call, side.read(timed.outputs, job.output_bytes[job.configs[c]])))
+                            fetched.append((inputs, side.read(timed.outputs, job.output_bytes[job.configs[c]])))
                     if timed.host_ms > timed.trusted_ms + CLAIM_SLACK_MS:
                         raise TimingFailure("rejected", f"{role} claimed {timed.host_ms:.2f} ms for a call that took {timed.trusted_ms:.2f} ms (forged timer)")
                     block.append(timed)
                 samples[role].calls[c].append(block)
-                _check_audits(job, fetched, job.configs[c][1], audited)
+                _check_audits(job, fetched, job.configs[c][1], audited, plan.set_bytes > LARGE_SET_BYTES)
                 audited += len(fetched)
         del round_sets
-    inputs = [f"a pool of {len(plan.pool)} drawn sets, rescaled per call" if plan.pool else "drawn per call" for plan in plans]
+    inputs = ["drawn per round, the same for both sides" if plan.shared else "drawn per call, for each side" for plan in plans]
     return _summarize(job, samples, block_sizes, audited, inputs)
 
 
-def _check_audits(job: TimingJob, fetched: list[tuple[CallInputs, list]], dtype: str, before: int) -> None:
-    """Compare audited outputs with the reference, after the block (both sandboxes are frozen)."""
-    for number, (call, outputs) in enumerate(fetched):
-        gold, base = job.maker.reference(call.materialize())
-        result = compare(outputs, gold, base, job.tolerance(dtype))
+def _check_audits(job: TimingJob, fetched: list[tuple[list, list]], dtype: str, before: int, large: bool) -> None:
+    """Compare audited outputs with the reference, after the block (both sandboxes are frozen).
+
+    Large inputs are compared with the same-dtype reference alone, at twice the tolerances (the
+    float64 gold and the precision rule already held on every check case): an audit is there to
+    catch a kernel that is right when checked and wrong when timed, and a float64 reference of
+    a multi-GB call costs seconds."""
+    for number, (inputs, outputs) in enumerate(fetched):
+        if large:
+            base = job.maker.reference_same_dtype(inputs)
+            tol = job.tolerance(dtype)
+            result = compare(outputs, base, base, Tolerance(2 * tol.rtol, 2 * tol.atol, 2 * tol.norm), precision=False)
+        else:
+            gold, base = job.maker.reference(inputs)
+            result = compare(outputs, gold, base, job.tolerance(dtype))
         if not result.passed:
             assert result.mismatch is not None
             raise TimingFailure("incorrect", f"audited timed call {before + number + 1} returned a wrong result: {result.mismatch.line()}")
@@ -248,56 +238,66 @@ def claim_ms(timed: Timed, device: str) -> float:
     return timed.device_ms if device == "cuda" and timed.device_ms is not None else timed.host_ms
 
 
+def _gaps(calls: list[Timed], device: str) -> np.ndarray:
+    """What this process's clock saw beyond the worker's own claim, per call."""
+    return np.asarray([t.trusted_ms - claim_ms(t, device) for t in calls])
+
+
 def overhead_bound(samples: Samples, config: int, device: str) -> float:
-    """A high quantile of what this process's clock adds to the trusted baseline's own claims per call
-    (IPC, wake-up after thawing, the worker's bookkeeping)."""
-    return float(np.quantile([t.trusted_ms - claim_ms(t, device) for t in samples.flat(config)], OVERHEAD_QUANTILE))
+    """The median of what this process's clock adds to the trusted baseline's own claims per call
+    (IPC, the wake-up after a thaw, the worker's bookkeeping)."""
+    return float(np.median(_gaps(samples.flat(config), device)))
 
 
 def record_ms(timed: Timed, bound_ms: float, device: str) -> float:
     """The time of record of one call: the worker's claim, but never less than this process's clock
-    minus the harness overhead bound. An honest claim stands (it is the precise number); a claim
-    below what our clock saw cannot lower the record by more than the baseline's overhead spread."""
+    minus the baseline's median overhead. Both sides go through the same rule, so honest jitter
+    weighs alike on each; a claim below what our clock saw cannot lower the record."""
     return max(claim_ms(timed, device), timed.trusted_ms - bound_ms, 1e-4)
 
 
-def timer_mismatch(candidate: list[list[Timed]], baseline: list[list[Timed]], device: str) -> str | None:
-    """A reason when, round after round, the candidate's own clock misses far more of each call than
-    the baseline's misses of its calls in the same round (load that hits one block cancels out)."""
-    excess, claims = [], []
-    for cand_block, base_block in zip(candidate, baseline):
-        cand_gap = float(np.median([t.trusted_ms - claim_ms(t, device) for t in cand_block]))
-        base_gap = float(np.median([t.trusted_ms - claim_ms(t, device) for t in base_block]))
-        excess.append(cand_gap - base_gap)
-        claims += [claim_ms(t, device) for t in cand_block]
-    if not excess:
+def timer_mismatch(candidate: list[Timed], baseline: list[Timed], device: str) -> str | None:
+    """A reason when the candidate's own clock misses far more of its calls than the baseline's does.
+
+    Pooled over all calls: the candidate's gaps must sit above the baseline's almost everywhere (its
+    lower quartile above their upper quartile) and the median excess must clear both a share of its
+    claim and twice the baseline's spread. A lie in some calls only is not named, and buys nothing:
+    the record is bounded by our clock in every call."""
+    cand, base = _gaps(candidate, device), _gaps(baseline, device)
+    if not len(cand) or not len(base):
         return None
-    typical, claimed = float(np.median(excess)), float(np.median(claims))
-    threshold = max(TAMPER_MIN_MS, TAMPER_FRACTION * claimed)
-    persistent = sum(e > threshold for e in excess) >= TAMPER_ROUNDS_SHARE * len(excess)
-    if typical > threshold and persistent:
+    claimed = float(np.median([claim_ms(t, device) for t in candidate]))
+    excess = float(np.median(cand) - np.median(base))
+    q25, q75 = np.quantile(base, [0.25, 0.75])
+    threshold = max(TAMPER_MIN_MS, TAMPER_FRACTION * claimed, TAMPER_SPREAD * float(q75 - q25))
+    if excess > threshold and float(np.quantile(cand, 0.25)) > float(q75):
         return (
             f"timer mismatch: the candidate's own clock claims {claimed:.3f} ms per call but the orchestrator's clock sees "
-            f"{typical:.3f} ms more per call than it sees for the baseline, in {sum(e > threshold for e in excess)} of {len(excess)} rounds: "
-            "a forged or bypassed timer, or work hidden from it"
+            f"{excess:.3f} ms more per call than it sees for the baseline, in most of its calls: a forged or bypassed timer, or work hidden from it"
         )
     return None
 
 
 def _work_rules(job: TimingJob, samples: dict[str, Samples]) -> None:
-    """Reject a candidate whose sandbox did more work, or ran more threads, than its budget allows."""
+    """Reject a candidate whose sandbox did more work, or ran more tasks, than its budget allows.
+
+    CPU is judged against the wall time from thaw to reply (not to the freeze: a thread stuck in
+    the kernel could stretch that), with the accounting's own granularity as the only slack."""
     calls = [t for c in range(len(job.configs)) for t in samples["candidate"].flat(c)]
     cpu_ms = sum(t.cpu_ns for t in calls) / 1e6
-    wall_ms = sum(t.window_ns for t in calls) / 1e6
-    allowed = wall_ms * job.threads * CORE_SLACK + CORE_MIN_MS
+    wall_ms = sum(t.wall_ns for t in calls) / 1e6
+    allowed = wall_ms * job.threads * CORE_SLACK + CORE_MIN_MS.get(job.candidate.accounting.method, 40.0)
     if cpu_ms > allowed:
         raise TimingFailure(
             "rejected",
             f"the candidate's sandbox used {cpu_ms:.0f} ms of CPU during {wall_ms:.0f} ms of timed calls: more than its {job.threads} thread(s) allow",
         )
-    cand, base = job.candidate.accounting.max_threads, job.baseline.accounting.max_threads
+    cand, base = job.candidate.peak_tasks(), job.baseline.peak_tasks()
+    what = "at once (peak)"
+    if cand is None or base is None:
+        cand, base, what = job.candidate.accounting.max_threads, job.baseline.accounting.max_threads, "while frozen"
     if cand > base + job.threads + THREAD_SLACK:
-        raise TimingFailure("rejected", f"the candidate's sandbox ran {cand} threads where the baseline's runs {base} (thread budget {job.threads})")
+        raise TimingFailure("rejected", f"the candidate's sandbox ran {cand} threads {what} where the baseline's ran {base} (thread budget {job.threads})")
 
 
 def _summarize(job: TimingJob, samples: dict[str, Samples], block_sizes: list[int], audited: int, inputs: list[str]) -> tuple[dict[str, Any], list[str]]:
@@ -306,7 +306,7 @@ def _summarize(job: TimingJob, samples: dict[str, Samples], block_sizes: list[in
     per_side: dict[str, list[list[list[float]]]] = {"baseline": [], "candidate": []}
     bounds = []
     for c in range(len(job.configs)):
-        reason = timer_mismatch(samples["candidate"].calls[c], samples["baseline"].calls[c], job.device)
+        reason = timer_mismatch(samples["candidate"].flat(c), samples["baseline"].flat(c), job.device)
         if reason:
             raise TimingFailure("rejected", reason)
         bound = overhead_bound(samples["baseline"], c, job.device)

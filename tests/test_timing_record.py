@@ -14,8 +14,8 @@ from kernel_agent.sandbox.session import Timed
 ROUNDS, CALLS = 10, 8
 
 
-def side(claim_ms: float, real_ms: float, overhead_ms: float, seed: int, spikes: dict[int, float] | None = None) -> list[list[Timed]]:
-    """Blocks of calls for a worker claiming `claim_ms` that really spends `real_ms` (our clock adds `overhead_ms`)."""
+def side(claim_ms: float, real_ms: float, overhead_ms: float, seed: int, spikes: dict[int, float] | None = None, lying_rounds: set[int] | None = None) -> list[list[Timed]]:
+    """Blocks of calls for a worker claiming `claim_ms` (in `lying_rounds`, else all rounds) that really spends `real_ms`."""
     rng = np.random.default_rng(seed)
     blocks = []
     for r in range(ROUNDS):
@@ -23,9 +23,19 @@ def side(claim_ms: float, real_ms: float, overhead_ms: float, seed: int, spikes:
         for _ in range(CALLS):
             noise = 1 + 0.03 * rng.standard_normal()
             extra = abs(0.05 * rng.standard_normal()) + (spikes or {}).get(r, 0.0) * rng.random()
-            block.append(Timed(real_ms * noise + overhead_ms + extra, claim_ms * noise, None, 0, 0, []))
+            claim = claim_ms if lying_rounds is None or r in lying_rounds else real_ms
+            block.append(Timed(real_ms * noise + overhead_ms + extra, claim * noise, None, 0, 0, 0, []))
         blocks.append(block)
     return blocks
+
+
+def flat(blocks: list[list[Timed]]) -> list[Timed]:
+    return [t for b in blocks for t in b]
+
+
+def median_record(blocks: list[list[Timed]], baseline: list[list[Timed]]) -> float:
+    bound = overhead_bound(Samples([baseline]), 0, "cpu")
+    return float(np.median([record_ms(t, bound, "cpu") for t in flat(blocks)]))
 
 
 def test_an_honest_fast_candidate_is_not_rejected_even_when_one_core_is_loaded() -> None:
@@ -33,34 +43,33 @@ def test_an_honest_fast_candidate_is_not_rejected_even_when_one_core_is_loaded()
     for seed in range(60):
         base = side(2.5, 2.5, 0.3, seed, spikes={2: 3.0, 7: 2.0})
         cand = side(1.06, 1.06, 0.3, seed + 1000, spikes={4: 3.0, 5: 1.0})
-        assert timer_mismatch(cand, base, "cpu") is None
+        assert timer_mismatch(flat(cand), flat(base), "cpu") is None
 
 
 def test_a_worker_that_claims_half_its_time_is_rejected() -> None:
-    for seed in range(50):
-        base = side(2.5, 2.5, 0.3, seed)
-        cand = side(0.9, 1.8, 0.3, seed + 1000)
-        reason = timer_mismatch(cand, base, "cpu")
+    for seed in range(30):
+        reason = timer_mismatch(flat(side(0.9, 1.8, 0.3, seed + 1000)), flat(side(2.5, 2.5, 0.3, seed)), "cpu")
         assert reason is not None and reason.startswith("timer mismatch"), seed
 
 
-def test_the_record_of_a_liar_is_the_orchestrators_clock_and_of_an_honest_worker_its_own() -> None:
+def test_the_record_of_a_liar_is_the_orchestrators_clock_and_of_an_honest_worker_mostly_its_own() -> None:
     base = side(2.5, 2.5, 0.3, 1)
-    bound = overhead_bound(Samples([base]), 0, "cpu")
-    assert 0.3 < bound < 0.45
-    liar = side(0.5, 1.8, 0.3, 2)  # claims 0.5 ms of a 1.8 ms call
-    liar_record = float(np.median([record_ms(t, bound, "cpu") for b in liar for t in b]))
-    assert 1.6 < liar_record < 1.9
+    assert 0.3 < overhead_bound(Samples([base]), 0, "cpu") < 0.4
+    assert 1.7 < median_record(side(0.5, 1.8, 0.3, 2), base) < 1.9  # claims 0.5 ms of a 1.8 ms call
     honest = side(1.8, 1.8, 0.3, 3)
-    honest_records = [record_ms(t, bound, "cpu") for b in honest for t in b]
-    assert abs(float(np.median(honest_records)) - 1.8) < 0.06
-    assert np.mean([r == t.host_ms for r, t in zip(honest_records, (t for b in honest for t in b))]) > 0.8  # mostly its own precise clock
+    assert abs(median_record(honest, base) - 1.8) < 0.06
 
 
-def test_a_small_lie_is_not_named_but_buys_almost_nothing() -> None:
+def test_a_lie_in_some_rounds_only_is_not_named_and_buys_nothing() -> None:
+    """The red team's evasion of a per-round vote: lie in half the rounds (issue 11 class A)."""
     base = side(2.5, 2.5, 0.3, 4)
-    cand = side(1.6, 1.8, 0.3, 5)  # hides 0.2 ms of 1.8
-    assert timer_mismatch(cand, base, "cpu") is None
-    bound = overhead_bound(Samples([base]), 0, "cpu")
-    record = float(np.median([record_ms(t, bound, "cpu") for b in cand for t in b]))
-    assert record > 1.7  # the 12% lie is worth under 6%
+    cand = side(0.6, 1.8, 0.3, 5, lying_rounds={0, 2, 4, 6, 8})
+    assert median_record(cand, base) > 1.75
+
+
+def test_a_tiny_kernel_that_claims_a_fifth_of_its_time_gains_nothing() -> None:
+    """a60_tiny_forged_claim: a 0.13 ms kernel under a 0.3 ms harness overhead (the old q90 bound let it claim anything)."""
+    base = side(0.13, 0.13, 0.3, 6)
+    liar = side(0.026, 0.13, 0.3, 7)
+    assert median_record(liar, base) > 0.12
+    assert median_record(liar, base) / median_record(side(0.13, 0.13, 0.3, 8), base) > 0.9

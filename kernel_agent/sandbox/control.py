@@ -103,6 +103,56 @@ class Cgroup:
             pass
 
 
+V1_ROOT = Path("/sys/fs/cgroup")
+
+
+class V1Group:
+    """A cgroup v1 folder of one controller (cpuset pins the cores, pids records the peak task count).
+
+    Optional: where the machine has no writable v1 hierarchy, the accounting rules stand alone."""
+
+    def __init__(self, controller: str, label: str) -> None:
+        parent = V1_ROOT / controller / CGROUP_PARENT
+        parent.mkdir(exist_ok=True)
+        if controller == "cpuset":  # a v1 cpuset must have cpus and mems before anything joins it
+            for name in ("cpuset.cpus", "cpuset.mems"):
+                if not (parent / name).read_text().strip():
+                    (parent / name).write_text((parent.parent / name).read_text().strip())
+        self.path = parent / f"{label}-{uuid.uuid4().hex[:8]}"
+        self.path.mkdir()
+        if controller == "cpuset":
+            (self.path / "cpuset.mems").write_text((parent / "cpuset.mems").read_text().strip())
+            (self.path / "cpuset.cpus").write_text((parent / "cpuset.cpus").read_text().strip())
+
+    @classmethod
+    def make(cls, controller: str, label: str) -> V1Group | None:
+        if controller in os.environ.get("KERNEL_AGENT_NO_CGROUP_V1", "").split(","):
+            return None
+        try:
+            return cls(controller, label)
+        except OSError:
+            return None
+
+    def write(self, name: str, value: str) -> None:
+        (self.path / name).write_text(value)
+
+    def read(self, name: str) -> str:
+        return (self.path / name).read_text().strip()
+
+    def join(self) -> None:
+        with open(self.path / "cgroup.procs", "w") as handle:
+            handle.write(str(os.getpid()))
+
+    def remove(self) -> None:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                self.path.rmdir()
+                return
+            except OSError:
+                time.sleep(0.01)
+
+
 def clean_stale_cgroups() -> None:
     """Remove empty sandbox cgroups an earlier, killed orchestrator left behind."""
     root = cgroup_root()

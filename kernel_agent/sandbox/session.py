@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from kernel_agent.sandbox import channel
-from kernel_agent.sandbox.control import Cgroup, ControlError, ProcessControl, Usage, cgroup_root
+from kernel_agent.sandbox.control import Cgroup, ControlError, ProcessControl, Usage, V1Group, cgroup_root
 from kernel_agent.sandbox.isolation import Isolation, Limits, disk_overuse, prepare_workdir, sandbox_env, wrap, write_trusted
 from kernel_agent.sandbox.shm import InputSegment, MemoryReader, OutputRef, Placed, TransportError, read_bound
 from kernel_agent.sandbox.worker import FD_IN, FD_INPUTS, FD_OUT, FD_STATE, WORKER_STATUSES
@@ -84,6 +84,8 @@ class Accounting:
     max_threads: int = 0
     max_processes: int = 0
     peak_rss_bytes: int = 0
+    peak_tasks: int | None = None
+    cores: str = "any"
 
     def phase(self, name: str) -> Phase:
         return self.phases.setdefault(name, Phase())
@@ -96,6 +98,8 @@ class Accounting:
             "max_threads": self.max_threads,
             "max_processes": self.max_processes,
             "peak_rss_mb": round(self.peak_rss_bytes / (1 << 20), 1),
+            "peak_tasks": self.peak_tasks,
+            "cores": self.cores,
         }
 
 
@@ -108,6 +112,7 @@ class Timed:
     device_ms: float | None  # CUDA events (a claim)
     cpu_ns: int  # sandbox CPU from thaw to frozen again
     window_ns: int  # wall time from thaw to frozen again
+    wall_ns: int  # wall time from thaw to the reply (what the sandbox's CPU is judged against)
     outputs: list[OutputRef]
 
 
@@ -127,6 +132,8 @@ class WorkerSession:
         self.started_at = time.monotonic()
         self.limits = limits
         self.accounting = Accounting(method="none")
+        self.cpuset: V1Group | None = None
+        self.pids: V1Group | None = None
         self._last: Usage | None = None
         self._cpu_at_thaw = 0
         self.disk_reason: str | None = None  # set by the disk watchdog when the sandbox wrote past its quota
@@ -152,7 +159,15 @@ class WorkerSession:
             self.state_layout = self.state_segment.place(spec.state[1])
             state_fd = self.state_segment.fd
         root = cgroup_root()
-        self.cgroup = Cgroup(root, f"{spec.role}-{os.getpid()}") if root is not None else None
+        label = f"{spec.role}-{os.getpid()}"
+        self.cgroup = Cgroup(root, label) if root is not None else None
+        cpus = timing_cpus(spec.threads) if spec.device == "cpu" else None
+        # The timing cores as a cpuset the sandbox cannot leave (sched_setaffinity alone can be undone
+        # from inside), and a pids group whose peak shows threads that lived only inside a call.
+        self.cpuset = V1Group.make("cpuset", label) if cpus else None
+        if self.cpuset is not None:
+            self.cpuset.write("cpuset.cpus", ",".join(str(c) for c in sorted(cpus or ())))
+        self.pids = V1Group.make("pids", label)
         # Parent -> worker on FD_IN, worker -> parent on FD_OUT.
         to_worker_r, self.to_worker = os.pipe()
         self.from_worker, from_worker_w = os.pipe()
@@ -167,8 +182,8 @@ class WorkerSession:
         )
         package_root = str(Path(__file__).resolve().parents[2])
         env = sandbox_env({"PYTHONPATH": package_root, **spec.env}, self.workdir)
-        limits, cgroup, segment_fd = self.limits, self.cgroup, self.segment.fd
-        cpus = timing_cpus(spec.threads) if spec.device == "cpu" else None
+        limits, segment_fd = self.limits, self.segment.fd
+        groups = [g for g in (self.cgroup, self.cpuset, self.pids) if g is not None]
 
         def before_exec() -> None:
             # Move every end above the target numbers first so the dup2s cannot clobber each other.
@@ -176,8 +191,8 @@ class WorkerSession:
             for target, fd in zip((FD_IN, FD_OUT, FD_INPUTS, FD_STATE), moved):
                 if fd >= 0:
                     os.dup2(fd, target)
-            if cgroup is not None:
-                cgroup.join()
+            for group in groups:
+                group.join()
             limits.apply()
             if cpus:
                 os.sched_setaffinity(0, cpus)
@@ -203,7 +218,8 @@ class WorkerSession:
         os.close(from_worker_w)
         self.reader = channel.LineReader(self.from_worker)
         self.control = ProcessControl(self.process.pid, self.cgroup)
-        self.accounting = Accounting(method=self.control.accounting())
+        pinned = "cpuset " + self.cpuset.read("cpuset.cpus") if self.cpuset is not None else ("affinity" if cpus else "any")
+        self.accounting = Accounting(method=self.control.accounting(), cores=pinned)
         began = time.perf_counter_ns()
         self._receive()  # "ready": the worker imported torch and nothing else
         worker_pid = self.control.adopt_worker()
@@ -248,6 +264,7 @@ class WorkerSession:
                     pass
             if self.control is not None:
                 self.accounting.peak_rss_bytes = max(self.accounting.peak_rss_bytes, self.control.peak_rss_bytes())
+                self.accounting.peak_tasks = self.peak_tasks()
                 self.control.kill()
             try:
                 os.killpg(process.pid, signal.SIGKILL)
@@ -270,6 +287,10 @@ class WorkerSession:
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
+        for group in (self.cpuset, self.pids):
+            if group is not None:
+                group.remove()
+        self.cpuset = self.pids = None
 
     def __enter__(self) -> WorkerSession:
         self.start()
@@ -320,6 +341,7 @@ class WorkerSession:
             device_ms=float(device) if device is not None else None,
             cpu_ns=self._last.cpu_ns - self._cpu_at_thaw,
             window_ns=time.perf_counter_ns() - began,
+            wall_ns=t1 - began,
             outputs=self.output_refs(reply, "outputs"),
         )
 
@@ -373,6 +395,15 @@ class WorkerSession:
         except ControlError as exc:
             self.close()
             raise WorkerFailure("rejected", str(exc)) from None
+
+    def peak_tasks(self) -> int | None:
+        """The most threads and processes the sandbox ever ran at once (pids.peak), where the machine records it."""
+        if self.pids is None:
+            return None
+        try:
+            return int(self.pids.read("pids.peak"))
+        except (OSError, ValueError):
+            return None
 
     def _account(self, phase: str, began: int) -> None:
         assert self.control is not None
