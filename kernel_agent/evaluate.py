@@ -25,7 +25,7 @@ from kernel_agent.backends.base import BuildContext, BuildFailed, Prepared
 from kernel_agent.backends.checks import defines
 from kernel_agent.cases import CaseMaker, CaseSpec, check_plan, fresh_seed
 from kernel_agent.environment import fingerprint
-from kernel_agent.footprint import refusal
+from kernel_agent.footprint import Footprint, largest_footprint, refusal
 from kernel_agent.gate import DeviceGate, NoGate
 from kernel_agent.measure import TimingFailure, TimingJob, measure_speedup
 from kernel_agent.problem import Problem, ProblemError
@@ -79,6 +79,17 @@ def fits(problem: Problem, device: str, budget: int | None) -> str | None:
     key = (str(problem.module_path), problem.module_path.stat().st_mtime, device, budget)
     if key not in _SIZED:
         _SIZED[key] = refusal(problem, device, budget)
+    return _SIZED[key]  # type: ignore[return-value]
+
+
+def sized(problem: Problem) -> Footprint | None:
+    """The problem's largest footprint, computed once per problem file (None if it cannot be built)."""
+    key = (str(problem.module_path), problem.module_path.stat().st_mtime, "footprint")
+    if key not in _SIZED:
+        try:
+            _SIZED[key] = largest_footprint(problem)
+        except Exception:  # noqa: BLE001 - refusal() reports why; here it only sizes a warm-up
+            _SIZED[key] = None
     return _SIZED[key]  # type: ignore[return-value]
 
 
@@ -200,10 +211,10 @@ class Evaluation:
             raise EvaluationError("compile_error", f"the candidate defines no `{problem.entry_point}`")
         if backend_name == "cuda" and self.device != "cuda":
             raise EvaluationError("rejected", "a CUDA (load_inline) candidate needs a CUDA device; none is available here")
-        candidate_path = self.workdir / "candidate.py"
+        candidate_path = self.workdir / "cand.py"  # as long as base.py (see sandbox.session.ROLE_TAGS)
         write_trusted(candidate_path, self.source.encode())
         try:
-            prepared = backend.prepare(self.source, self.device, self.workdir, self._build_context())
+            prepared = backend.prepare(self.source, self.device, self.workdir / "cand", self._build_context())
         except BuildFailed as exc:
             raise EvaluationError("compile_error", f"build failed: {exc}") from None
         verdict.interpreted = prepared.interpreted
@@ -247,7 +258,13 @@ class Evaluation:
         # Neither side reads the problem's folder: the baseline's source is copied into the work dir
         # (a private folder, mode 0700, would hide the work dir below it from the sandbox uid).
         masked = (self._problem_dir(), self.options.sandbox_root.resolve())
-        return WorkerSpec(role, source, entry, self.device, self.options.threads, env, prepared.extra_ro, masked, state)
+        return WorkerSpec(role, source, entry, self.device, self.options.threads, env, prepared.extra_ro, masked, state, self._prefault_bytes())
+
+    def _prefault_bytes(self) -> int:
+        """Heap each worker backs at start, the same for both sides: a few calls' working sets, 256 MB to 1 GB."""
+        footprint = sized(self.problem)
+        per_call = footprint.inputs + footprint.outputs if footprint is not None else 0
+        return min(max(4 * per_call + (64 << 20), 256 << 20), 1 << 30)
 
     def _expected_bytes(self, maker: CaseMaker, case: CaseSpec, inputs: list[torch.Tensor]) -> int:
         """The reference's output size for a case (bounds what is read back), from the meta device when it can."""
@@ -308,7 +325,7 @@ class Evaluation:
 
     def _time(self, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]) -> None:
         problem, options = self.problem, self.options
-        baseline_path = self.workdir / "baseline.py"
+        baseline_path = self.workdir / "base.py"
         write_trusted(baseline_path, problem.baseline_source.encode())
         baseline_spec = self._spec("baseline", baseline_path, "Model" if problem.kind == "kernelbench" else "kernel", self._baseline_prepared(), maker)
         deadline = time.monotonic() + options.timeout
@@ -391,7 +408,7 @@ class Evaluation:
     def _baseline_prepared(self) -> Prepared:
         baseline_backend = detect_backend(self.problem.baseline_source)
         try:
-            return get_backend(baseline_backend).prepare(self.problem.baseline_source, self.device, self.workdir / "baseline", self._build_context(time.monotonic() + self.options.timeout))
+            return get_backend(baseline_backend).prepare(self.problem.baseline_source, self.device, self.workdir / "base", self._build_context(time.monotonic() + self.options.timeout))
         except BuildFailed as exc:
             raise EvaluationError("runtime_error", f"the baseline failed to build: {exc}") from None
 

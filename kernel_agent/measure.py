@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import math
 import secrets
 import threading
 from collections.abc import Callable, Iterator
@@ -52,6 +53,9 @@ CORE_MIN_MS = {"cgroup cpu.stat": 5.0, "/proc stat ticks": 40.0}  # ...plus this
 THREAD_SLACK = 4  # tasks the candidate may run at once beyond the baseline's peak plus its thread budget
 POOL_BYTES = 1 << 30  # a round's input sets are kept for both sides up to this; beyond, each call draws its own
 LARGE_SET_BYTES = 64 << 20  # one call's inputs beyond this: audits compare with the same-dtype reference only
+REQUEST_MS = 2.0  # a request's kernel time should reach this (several calls per request for shorter kernels)...
+MAX_CALLS_PER_REQUEST = 64  # ...up to this many calls
+MAX_AUDITS_PER_BLOCK = 10
 
 
 class TimingFailure(Exception):
@@ -135,9 +139,30 @@ def _failures_of(role: str) -> Iterator[None]:
         raise TimingFailure(status, f"{prefix}: {exc.reason}") from None
 
 
-def _warm_up(job: TimingJob) -> list[int]:
-    """Compilation and caches out of the numbers; the baseline's speed sizes the blocks."""
-    sizes = []
+@dataclass(frozen=True)
+class Shape:
+    """How one config's timed calls are grouped: `calls` kernel calls per request, `requests` per block."""
+
+    calls: int
+    requests: int
+
+    @property
+    def per_block(self) -> int:
+        return self.calls * self.requests
+
+
+def request_shape(per_call_ms: float, target_block_ms: float) -> Shape:
+    """Several calls per request only for kernels much shorter than a request's own overhead
+    (about 0.5 ms here): the orchestrator's clock around a request must be dominated by the kernel
+    for it to bound the claims (a 0.05 ms kernel under 0.5 ms of jitter-prone overhead could claim
+    anything)."""
+    calls = 1 if per_call_ms <= 0 else max(1, min(MAX_CALLS_PER_REQUEST, math.ceil(REQUEST_MS / per_call_ms)))
+    return Shape(calls, calls_per_block(per_call_ms * calls, target_block_ms))
+
+
+def _warm_up(job: TimingJob) -> list[Shape]:
+    """Compilation and caches out of the numbers; the baseline's speed shapes the blocks."""
+    shapes = []
     for shape, dtype in job.configs:
         inputs = job.maker.inputs(shape, dtype, "normal", fresh_seed())
         per_call_ms = 0.0
@@ -147,8 +172,8 @@ def _warm_up(job: TimingJob) -> list[int]:
                 reply = side.request({**message, **side.place(inputs)}, "warmup")
             if role == "baseline":
                 per_call_ms = 1000 * float(reply.get("seconds", 0)) / max(1, int(reply.get("calls", 1)))
-        sizes.append(calls_per_block(per_call_ms, job.target_block_ms / len(job.configs)))
-    return sizes
+        shapes.append(request_shape(per_call_ms, job.target_block_ms / len(job.configs)))
+    return shapes
 
 
 class InputPlan:
@@ -158,11 +183,11 @@ class InputPlan:
     set once). Beyond it, every call of each side gets a set drawn for it alone. Nothing is ever
     reused or derived from an earlier input: a kernel that kept an earlier output cannot answer."""
 
-    def __init__(self, job: TimingJob, config: Config, calls: int, rng: secrets.SystemRandom) -> None:
-        self.job, self.config, self.calls, self.rng = job, config, calls, rng
+    def __init__(self, job: TimingJob, config: Config, shape: Shape, rng: secrets.SystemRandom) -> None:
+        self.job, self.config, self.shape, self.rng = job, config, shape, rng
         self.first: list[torch.Tensor] | None = self.draw()
         self.set_bytes = sum(t.numel() * t.element_size() for t in self.first)
-        self.shared = self.set_bytes * calls <= POOL_BYTES
+        self.shared = self.set_bytes * shape.per_block <= POOL_BYTES
 
     def draw(self) -> list[torch.Tensor]:
         shape, dtype = self.config
@@ -173,44 +198,52 @@ class InputPlan:
         if not self.shared:
             return None
         first, self.first = self.first, None
-        return [first if (i == 0 and first is not None) else self.draw() for i in range(self.calls)]
+        return [first if (i == 0 and first is not None) else self.draw() for i in range(self.shape.per_block)]
 
     def audit_picks(self, rounds: int) -> set[tuple[int, int]]:
         """(round, call) pairs of the candidate's to audit: a fraction of every block, chosen now and kept here."""
-        count = max(1, round(self.job.audit_fraction * self.calls))
-        return {(r, i) for r in range(rounds) for i in self.rng.sample(range(self.calls), count)}
+        per_block = self.shape.per_block
+        count = min(MAX_AUDITS_PER_BLOCK, max(1, round(self.job.audit_fraction * per_block)))
+        return {(r, i) for r in range(rounds) for i in self.rng.sample(range(per_block), count)}
 
 
 def _measure(job: TimingJob) -> tuple[dict[str, Any], list[str]]:
+    """Rounds of requests interleaved one by one: the baseline and the candidate take turns on the
+    same input sets, the side that goes first swapping every request. Load, frequency and cache
+    effects that drift over a block (the side timed second in a block of blocks ran about 5% faster
+    here) then fall on both sides alike."""
     rng = secrets.SystemRandom()
-    block_sizes = _warm_up(job)
-    plans = [InputPlan(job, config, n, rng) for config, n in zip(job.configs, block_sizes)]
+    shapes = _warm_up(job)
+    plans = [InputPlan(job, config, shape, rng) for config, shape in zip(job.configs, shapes)]
     picks = [plan.audit_picks(job.rounds) for plan in plans]
     samples = {"baseline": Samples([[] for _ in job.configs]), "candidate": Samples([[] for _ in job.configs])}
+    sides = {"baseline": job.baseline, "candidate": job.candidate}
     audited = 0
     for round_index in range(job.rounds):
         round_sets = [plan.round() for plan in plans]
-        order = [("baseline", job.baseline), ("candidate", job.candidate)]
-        if round_index % 2:
-            order.reverse()
-        for role, side in order:
-            for c, plan in enumerate(plans):
-                block, fetched = [], []
-                for i in range(plan.calls):
-                    inputs = round_sets[c][i] if round_sets[c] is not None else plan.draw()
+        for c, plan in enumerate(plans):
+            k, blocks, fetched = plan.shape.calls, {"baseline": [], "candidate": []}, []
+            for i in range(plan.shape.requests):
+                order = ("baseline", "candidate") if (round_index + i) % 2 == 0 else ("candidate", "baseline")
+                shared = round_sets[c][i * k : (i + 1) * k] if round_sets[c] is not None else None
+                for role in order:
+                    sets = shared if shared is not None else [plan.draw() for _ in range(k)]
                     with _failures_of(role):
-                        timed = side.timed_call(inputs, integrity=i == plan.calls - 1)
-                        if role == "candidate" and (round_index, i) in picks[c]:
-                            fetched.append((inputs, side.read(timed.outputs, job.output_bytes[job.configs[c]])))
-                    if timed.host_ms > timed.trusted_ms + CLAIM_SLACK_MS:
-                        raise TimingFailure("rejected", f"{role} claimed {timed.host_ms:.2f} ms for a call that took {timed.trusted_ms:.2f} ms (forged timer)")
-                    block.append(timed)
+                        timed = sides[role].timed_calls(sets, integrity=i == plan.shape.requests - 1)
+                        if role == "candidate":
+                            for j in range(k):
+                                if (round_index, i * k + j) in picks[c]:
+                                    fetched.append((sets[j], sides[role].read(timed.outputs[j], job.output_bytes[job.configs[c]])))
+                    if sum(claims(timed, job.device)) > timed.trusted_ms + CLAIM_SLACK_MS:
+                        raise TimingFailure("rejected", f"{role} claimed {sum(claims(timed, job.device)):.2f} ms for calls that took {timed.trusted_ms:.2f} ms (forged timer)")
+                    blocks[role].append(timed)
+            for role, block in blocks.items():
                 samples[role].calls[c].append(block)
-                _check_audits(job, fetched, job.configs[c][1], audited, plan.set_bytes > LARGE_SET_BYTES)
-                audited += len(fetched)
+            _check_audits(job, fetched, job.configs[c][1], audited, plan.set_bytes > LARGE_SET_BYTES)
+            audited += len(fetched)
         del round_sets
     inputs = ["drawn per round, the same for both sides" if plan.shared else "drawn per call, for each side" for plan in plans]
-    return _summarize(job, samples, block_sizes, audited, inputs)
+    return _summarize(job, samples, shapes, audited, inputs)
 
 
 def _check_audits(job: TimingJob, fetched: list[tuple[list, list]], dtype: str, before: int, large: bool) -> None:
@@ -233,47 +266,51 @@ def _check_audits(job: TimingJob, fetched: list[tuple[list, list]], dtype: str, 
             raise TimingFailure("incorrect", f"audited timed call {before + number + 1} returned a wrong result: {result.mismatch.line()}")
 
 
-def claim_ms(timed: Timed, device: str) -> float:
-    """What the worker says one call took: CUDA events on a GPU, its host clock on a CPU."""
+def claims(timed: Timed, device: str) -> list[float]:
+    """What the worker says each call of a request took: CUDA events on a GPU, its host clock on a CPU."""
     return timed.device_ms if device == "cuda" and timed.device_ms is not None else timed.host_ms
 
 
-def _gaps(calls: list[Timed], device: str) -> np.ndarray:
-    """What this process's clock saw beyond the worker's own claim, per call."""
-    return np.asarray([t.trusted_ms - claim_ms(t, device) for t in calls])
+def _gaps(requests: list[Timed], device: str) -> np.ndarray:
+    """What this process's clock saw beyond the worker's own claims, per request."""
+    return np.asarray([t.trusted_ms - sum(claims(t, device)) for t in requests])
 
 
 def overhead_bound(samples: Samples, config: int, device: str) -> float:
-    """The median of what this process's clock adds to the trusted baseline's own claims per call
+    """The median of what this process's clock adds to the trusted baseline's own claims per request
     (IPC, the wake-up after a thaw, the worker's bookkeeping)."""
     return float(np.median(_gaps(samples.flat(config), device)))
 
 
-def record_ms(timed: Timed, bound_ms: float, device: str) -> float:
-    """The time of record of one call: the worker's claim, but never less than this process's clock
-    minus the baseline's median overhead. Both sides go through the same rule, so honest jitter
-    weighs alike on each; a claim below what our clock saw cannot lower the record."""
-    return max(claim_ms(timed, device), timed.trusted_ms - bound_ms, 1e-4)
+def records_ms(timed: Timed, bound_ms: float, device: str) -> list[float]:
+    """The time of record of each call of a request: the worker's claims, scaled up (never down)
+    until they add up to this process's clock less the baseline's median overhead. Both sides go
+    through the same rule, so honest jitter weighs alike on each; claims below what our clock saw
+    cannot lower the record."""
+    claimed = claims(timed, device)
+    total = sum(claimed)
+    scale = max(1.0, (timed.trusted_ms - bound_ms) / total) if total > 0 else 1.0
+    return [max(c * scale, 1e-4) for c in claimed]
 
 
 def timer_mismatch(candidate: list[Timed], baseline: list[Timed], device: str) -> str | None:
-    """A reason when the candidate's own clock misses far more of its calls than the baseline's does.
+    """A reason when the candidate's own clock misses far more of its requests than the baseline's does.
 
-    Pooled over all calls: the candidate's gaps must sit above the baseline's almost everywhere (its
-    lower quartile above their upper quartile) and the median excess must clear both a share of its
-    claim and twice the baseline's spread. A lie in some calls only is not named, and buys nothing:
-    the record is bounded by our clock in every call."""
+    Pooled over all requests: the candidate's gaps must sit above the baseline's almost everywhere
+    (its lower quartile above their upper quartile) and the median excess must clear both a share
+    of its claims and twice the baseline's spread. A lie in some requests only is not named, and
+    buys nothing: the record is bounded by our clock in every request."""
     cand, base = _gaps(candidate, device), _gaps(baseline, device)
     if not len(cand) or not len(base):
         return None
-    claimed = float(np.median([claim_ms(t, device) for t in candidate]))
+    claimed = float(np.median([sum(claims(t, device)) for t in candidate]))
     excess = float(np.median(cand) - np.median(base))
     q25, q75 = np.quantile(base, [0.25, 0.75])
     threshold = max(TAMPER_MIN_MS, TAMPER_FRACTION * claimed, TAMPER_SPREAD * float(q75 - q25))
     if excess > threshold and float(np.quantile(cand, 0.25)) > float(q75):
         return (
-            f"timer mismatch: the candidate's own clock claims {claimed:.3f} ms per call but the orchestrator's clock sees "
-            f"{excess:.3f} ms more per call than it sees for the baseline, in most of its calls: a forged or bypassed timer, or work hidden from it"
+            f"timer mismatch: the candidate's own clock claims {claimed:.3f} ms per request but the orchestrator's clock sees "
+            f"{excess:.3f} ms more per request than it sees for the baseline, in most of them: a forged or bypassed timer, or work hidden from it"
         )
     return None
 
@@ -300,7 +337,7 @@ def _work_rules(job: TimingJob, samples: dict[str, Samples]) -> None:
         raise TimingFailure("rejected", f"the candidate's sandbox ran {cand} threads {what} where the baseline's ran {base} (thread budget {job.threads})")
 
 
-def _summarize(job: TimingJob, samples: dict[str, Samples], block_sizes: list[int], audited: int, inputs: list[str]) -> tuple[dict[str, Any], list[str]]:
+def _summarize(job: TimingJob, samples: dict[str, Samples], shapes: list[Shape], audited: int, inputs: list[str]) -> tuple[dict[str, Any], list[str]]:
     _work_rules(job, samples)
     flags: list[str] = []
     per_side: dict[str, list[list[list[float]]]] = {"baseline": [], "candidate": []}
@@ -312,7 +349,7 @@ def _summarize(job: TimingJob, samples: dict[str, Samples], block_sizes: list[in
         bound = overhead_bound(samples["baseline"], c, job.device)
         bounds.append(bound)
         for role in per_side:
-            per_side[role].append([[record_ms(t, bound, job.device) for t in block] for block in samples[role].calls[c]])
+            per_side[role].append([[r for t in block for r in records_ms(t, bound, job.device)] for block in samples[role].calls[c]])
     if job.device == "cuda":
         flags += _cross_check(samples, len(job.configs))
     estimate = speedup_interval(per_side["baseline"], per_side["candidate"])
@@ -324,7 +361,8 @@ def _summarize(job: TimingJob, samples: dict[str, Samples], block_sizes: list[in
         "baseline": vars(estimate.baseline),
         "candidate": vars(estimate.candidate),
         "rounds": estimate.rounds,
-        "calls_per_block": block_sizes,
+        "calls_per_block": [shape.per_block for shape in shapes],
+        "calls_per_request": [shape.calls for shape in shapes],
         "per_shape": [{"shape": list(shape), "dtype": dtype, **ps} for (shape, dtype), ps in zip(job.configs, estimate.per_shape)],
         "audited_calls": audited,
         "overhead_bound_ms": bounds,
@@ -338,12 +376,19 @@ def _summarize(job: TimingJob, samples: dict[str, Samples], block_sizes: list[in
 
 
 def _cross_check(samples: dict[str, Samples], configs: int) -> list[str]:
-    """On a GPU: the worker's host clock around the call against its device events, with the baseline's gap as the norm."""
-    cand = [t for c in range(configs) for t in samples["candidate"].flat(c)]
-    base = [t for c in range(configs) for t in samples["baseline"].flat(c)]
-    cand_gap = float(np.median([t.host_ms - (t.device_ms or 0.0) for t in cand]))
-    base_gap = float(np.median([t.host_ms - (t.device_ms or 0.0) for t in base]))
-    cand_ms = float(np.median([t.device_ms or 0.0 for t in cand]))
-    if cand_gap > base_gap + max(0.1 * cand_ms, 0.05):
-        return [f"host clock exceeds device events by {cand_gap - base_gap:.3f} ms per call more than the baseline's (side-stream or background work?)"]
+    """On a GPU: the worker's host clock around each call against its device events, with the baseline's gap as the norm."""
+    def gaps(role: str) -> tuple[list[float], list[float]]:
+        host_gap, device = [], []
+        for c in range(configs):
+            for t in samples[role].flat(c):
+                for h, d in zip(t.host_ms, t.device_ms or [0.0] * len(t.host_ms)):
+                    host_gap.append(h - d)
+                    device.append(d)
+        return host_gap, device
+
+    cand_gap, cand_device = gaps("candidate")
+    base_gap, _ = gaps("baseline")
+    extra, cand_ms = float(np.median(cand_gap)) - float(np.median(base_gap)), float(np.median(cand_device))
+    if extra > max(0.1 * cand_ms, 0.05):
+        return [f"host clock exceeds device events by {extra:.3f} ms per call more than the baseline's (side-stream or background work?)"]
     return []

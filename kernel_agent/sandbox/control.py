@@ -153,13 +153,21 @@ class V1Group:
                 time.sleep(0.01)
 
 
+_CLEANED: list[bool] = []
+
+
 def clean_stale_cgroups() -> None:
-    """Remove empty sandbox cgroups an earlier, killed orchestrator left behind."""
-    root = cgroup_root()
-    if root is None:
+    """Remove empty sandbox cgroups an earlier, killed orchestrator left behind (once per process)."""
+    if _CLEANED:
         return
-    for child in root.iterdir():
-        if child.is_dir():
+    _CLEANED.append(True)
+    parents = [cgroup_root(), *(V1_ROOT / controller / CGROUP_PARENT for controller in ("cpuset", "pids"))]
+    for parent in parents:
+        if parent is None or not parent.is_dir():
+            continue
+        for child in parent.iterdir():
+            if not child.is_dir():
+                continue
             try:
                 if not (child / "cgroup.procs").read_text().split():
                     child.rmdir()
@@ -323,6 +331,19 @@ class ProcessControl:
             except (OSError, ValueError):
                 continue
         return peak
+
+    def huge_pages_kb(self) -> int:
+        """Anonymous huge pages the untrusted processes hold (the A/A evidence that both sides' heaps are alike)."""
+        total = 0
+        for pid in self.untrusted():
+            try:
+                with open(f"/proc/{pid}/smaps_rollup") as handle:
+                    for line in handle:
+                        if line.startswith("AnonHugePages:"):
+                            total += int(line.split()[1])
+            except (OSError, ValueError):
+                continue
+        return total
 
     def accounting(self) -> str:
         return "cgroup cpu.stat" if self.cgroup is not None else "/proc stat ticks"

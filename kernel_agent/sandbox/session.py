@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from kernel_agent.sandbox import channel
-from kernel_agent.sandbox.control import Cgroup, ControlError, ProcessControl, Usage, V1Group, cgroup_root
+from kernel_agent.sandbox.control import Cgroup, ControlError, ProcessControl, Usage, V1Group, cgroup_root, clean_stale_cgroups
 from kernel_agent.sandbox.isolation import Isolation, Limits, disk_overuse, prepare_workdir, sandbox_env, wrap, write_trusted
 from kernel_agent.sandbox.shm import InputSegment, MemoryReader, OutputRef, Placed, TransportError, read_bound
 from kernel_agent.sandbox.worker import FD_IN, FD_INPUTS, FD_OUT, FD_STATE, WORKER_STATUSES
@@ -32,6 +32,7 @@ from kernel_agent.text import clean
 
 LOG_TAIL_BYTES = 4000
 IDLE_CPU_LIMIT_NS = 20_000_000  # CPU the sandbox may show while frozen (measurement slack): 20 ms in all
+LOG_LIMIT_BYTES = 64 << 20  # what the kernel prints: a flood is stopped here, not at RLIMIT_FSIZE (2 GiB)
 DISK_CHECK_S = 0.25  # how often the disk watchdog looks, where no size-limited tmpfs bounds the sandbox
 
 
@@ -55,6 +56,7 @@ class WorkerSpec:
     extra_ro: tuple[Path, ...] = ()
     masked: tuple[Path, ...] = ()  # hidden from the worker (bwrap only)
     state: tuple[list[str], list[torch.Tensor], list[Any]] | None = None  # KernelBench: (names, tensors, init args)
+    prefault_bytes: int = 0  # heap the worker backs at start, before anything else allocates (both sides alike)
 
 
 @dataclass
@@ -85,6 +87,7 @@ class Accounting:
     max_processes: int = 0
     peak_rss_bytes: int = 0
     peak_tasks: int | None = None
+    huge_pages_kb: int = 0
     cores: str = "any"
 
     def phase(self, name: str) -> Phase:
@@ -100,25 +103,35 @@ class Accounting:
             "peak_rss_mb": round(self.peak_rss_bytes / (1 << 20), 1),
             "peak_tasks": self.peak_tasks,
             "cores": self.cores,
+            "huge_pages_kb": self.huge_pages_kb,
         }
 
 
 @dataclass
 class Timed:
-    """One timed call: this process's clock around it, and what the worker claims."""
+    """One timed request (one kernel call, or several for a very short kernel): this process's clock
+    around it, and what the worker claims for each call."""
 
     trusted_ms: float  # thaw -> reply, by this process's clock
-    host_ms: float  # the worker's own clock around the kernel call (a claim)
-    device_ms: float | None  # CUDA events (a claim)
+    host_ms: list[float]  # the worker's own clock around each kernel call (claims)
+    device_ms: list[float] | None  # CUDA events per call (claims)
     cpu_ns: int  # sandbox CPU from thaw to frozen again
     window_ns: int  # wall time from thaw to frozen again
     wall_ns: int  # wall time from thaw to the reply (what the sandbox's CPU is judged against)
-    outputs: list[OutputRef]
+    outputs: list[list[OutputRef]]  # per call
+
+
+# Each side's files and strings have the same length: with address randomisation off, one byte more
+# in a path shifts every later heap allocation of the process, and with it how outputs alias the
+# inputs modulo 4 KiB. A candidate-named process ran 5% slower than a baseline-named one running
+# the same kernel (benchmarks/eval_overhead.py A/A runs) until they matched.
+ROLE_TAGS = {"candidate": "cand", "baseline": "base"}
 
 
 class WorkerSession:
     def __init__(self, spec: WorkerSpec, workdir: Path, isolation: Isolation, limits: Limits, deadline: float, segment: InputSegment | None = None) -> None:
         self.spec = spec
+        self.tag = ROLE_TAGS.get(spec.role, spec.role[:4])
         self.workdir = workdir
         self.isolation = isolation
         self.deadline = deadline
@@ -142,14 +155,15 @@ class WorkerSession:
     # ---- lifecycle ---------------------------------------------------------
     def start(self) -> None:
         """Start the worker and wait until it is ready, frozen, before any candidate code runs."""
-        spec = self.spec
-        config = {"workdir": str(self.workdir), "role": spec.role, "source": str(spec.source), "entry": spec.entry, "device": spec.device, "threads": spec.threads}
+        spec, tag = self.spec, self.tag
+        log = self.workdir / f"{tag}.log"
+        config = {"workdir": str(self.workdir), "log": str(log), "source": str(spec.source), "entry": spec.entry, "device": spec.device, "threads": spec.threads, "prefault_bytes": spec.prefault_bytes}
         prepare_workdir(self.workdir, self.isolation.uid)
         # Trusted files are created afresh (never through a name the sandbox could have planted).
-        config_path = self.workdir / f"{spec.role}.json"
+        config_path = self.workdir / f"{tag}.json"
         write_trusted(config_path, json.dumps(config).encode())
-        write_trusted(self.workdir / f"{spec.role}.log", b"", owner=self.isolation.uid)
-        sandbox_log = self.workdir / f"{spec.role}.sandbox.log"
+        write_trusted(log, b"", owner=self.isolation.uid)
+        sandbox_log = self.workdir / f"{tag}.sandbox.log"
         write_trusted(sandbox_log, b"")
         if self.segment is None:
             self.segment = InputSegment()
@@ -158,6 +172,7 @@ class WorkerSession:
             self.state_segment = InputSegment()
             self.state_layout = self.state_segment.place(spec.state[1])
             state_fd = self.state_segment.fd
+        clean_stale_cgroups()
         root = cgroup_root()
         label = f"{spec.role}-{os.getpid()}"
         self.cgroup = Cgroup(root, label) if root is not None else None
@@ -230,14 +245,26 @@ class WorkerSession:
             raise WorkerFailure("crashed", f"cannot read the worker's memory: {exc.strerror}") from None
         self._freeze()
         self._account("start", began)
-        if not self.isolation.scratch_tmpfs:  # no size-limited tmpfs: watch the work dir from outside
-            self._watchdog = threading.Thread(target=self._watch_disk, name="disk-watchdog", daemon=True)
-            self._watchdog.start()
+        self._watchdog = threading.Thread(target=self._watch_disk, name="disk-watchdog", daemon=True)
+        self._watchdog.start()
+
+    def _disk_reason(self) -> str | None:
+        """Why the sandbox's writes on the host are over quota: its log always (it lives on the host
+        disk, a tmpfs does not bound it), the whole work dir where no scratch tmpfs bounds the rest."""
+        try:
+            logged = os.stat(self.workdir / f"{self.tag}.log").st_size
+        except OSError:
+            logged = 0
+        if logged > LOG_LIMIT_BYTES:
+            return f"disk quota of {LOG_LIMIT_BYTES >> 20} MB for the kernel's printed output exceeded: {logged >> 20} MB written"
+        if not self.isolation.scratch_tmpfs:
+            return disk_overuse(self.workdir, self.limits.disk_bytes, self.isolation.uid)
+        return None
 
     def _watch_disk(self) -> None:
-        """Kill the sandbox once its writes in the work dir pass the quota (levels without a scratch tmpfs)."""
+        """Kill the sandbox once its writes on the host pass the quota."""
         while self.process is not None and self.disk_reason is None:
-            reason = disk_overuse(self.workdir, self.limits.disk_bytes, self.isolation.uid)
+            reason = self._disk_reason()
             if reason and self.control is not None:
                 self.disk_reason = reason
                 self.control.kill()
@@ -265,6 +292,7 @@ class WorkerSession:
             if self.control is not None:
                 self.accounting.peak_rss_bytes = max(self.accounting.peak_rss_bytes, self.control.peak_rss_bytes())
                 self.accounting.peak_tasks = self.peak_tasks()
+                self.accounting.huge_pages_kb = self.control.huge_pages_kb()
                 self.control.kill()
             try:
                 os.killpg(process.pid, signal.SIGKILL)
@@ -312,18 +340,23 @@ class WorkerSession:
                 self._account(phase, began)
         return reply
 
-    def place(self, inputs: list[torch.Tensor], scale: float | None = None) -> dict[str, Any]:
+    def place(self, inputs: list[torch.Tensor]) -> dict[str, Any]:
         """Write one call's inputs into the sealed segment (the sandbox is frozen); the message fields that name them."""
         assert self.segment is not None and (self.control is None or self.control.frozen)
-        layout = self.segment.place(inputs, scale)
+        layout = self.segment.place(inputs)
         return {"layout": [p.to_json() for p in layout]}
 
-    def timed_call(self, inputs: list[torch.Tensor], integrity: bool, scale: float | None = None) -> Timed:
-        """One timed call: inputs placed while frozen, this process's clock from thaw to reply."""
-        message = {"cmd": "call", "integrity": integrity, **self.place(inputs, scale)}
+    def timed_calls(self, sets: list[list[torch.Tensor]], integrity: bool) -> Timed:
+        """One timed request: every call's inputs placed while frozen, this process's clock from thaw to reply."""
+        flat = [t for inputs in sets for t in inputs]
+        layout = self.place(flat)["layout"]
+        calls, at = [], 0
+        for inputs in sets:
+            calls.append(layout[at : at + len(inputs)])
+            at += len(inputs)
         began = self._thaw()
         t0 = time.perf_counter_ns()
-        self._send(message)
+        self._send({"cmd": "call", "integrity": integrity, "calls": calls})
         try:
             reply = self._receive()
         finally:
@@ -333,16 +366,20 @@ class WorkerSession:
         self._account("timed", began)
         assert self._last is not None
         host, device = reply.get("host_ms"), reply.get("device_ms")
-        if not _finite_positive(host) or (self.spec.device == "cuda" and not _finite_positive(device)):
-            raise WorkerFailure("rejected", "the worker reported malformed timings (non-finite, non-positive or missing)")
+        cuda = self.spec.device == "cuda"
+        if not _claims(host, len(sets)) or (cuda and not _claims(device, len(sets))):
+            raise WorkerFailure("rejected", "the worker reported malformed timings (non-finite, non-positive or the wrong count)")
+        outputs = reply.get("outputs")
+        if not isinstance(outputs, list) or len(outputs) != len(sets):
+            raise WorkerFailure("rejected", "protocol violation: the worker reply's outputs are not one list per call")
         return Timed(
             trusted_ms=(t1 - t0) / 1e6,
-            host_ms=float(host),
-            device_ms=float(device) if device is not None else None,
+            host_ms=[float(h) for h in host],
+            device_ms=[float(d) for d in device] if cuda else None,
             cpu_ns=self._last.cpu_ns - self._cpu_at_thaw,
             window_ns=time.perf_counter_ns() - began,
             wall_ns=t1 - began,
-            outputs=self.output_refs(reply, "outputs"),
+            outputs=[self.output_refs({"outputs": o}, "outputs") for o in outputs],
         )
 
     def output_refs(self, reply: dict[str, Any], key: str) -> list[OutputRef]:
@@ -413,8 +450,8 @@ class WorkerSession:
         self.accounting.max_threads = max(self.accounting.max_threads, usage.threads)
         self.accounting.max_processes = max(self.accounting.max_processes, usage.processes)
         self._last = usage
-        if self.disk_reason is None and not self.isolation.scratch_tmpfs:
-            self.disk_reason = disk_overuse(self.workdir, self.limits.disk_bytes, self.isolation.uid)
+        if self.disk_reason is None:
+            self.disk_reason = self._disk_reason()
         if self.disk_reason:
             self.close()
             raise WorkerFailure("crashed", f"{self.disk_reason}; the sandbox was killed")
@@ -469,11 +506,11 @@ class WorkerSession:
 
     def log_tail(self) -> str:
         """The end of what the kernel printed, for feedback (never parsed for the verdict)."""
-        return clean(_tail(self.workdir / f"{self.spec.role}.log"), LOG_TAIL_BYTES, keep_newlines=True)
+        return clean(_tail(self.workdir / f"{self.tag}.log"), LOG_TAIL_BYTES, keep_newlines=True)
 
     def last_error_line(self) -> str:
         """The most telling line the worker or its launcher wrote before dying (sanitized, truncated)."""
-        for name in (f"{self.spec.role}.log", f"{self.spec.role}.sandbox.log"):
+        for name in (f"{self.tag}.log", f"{self.tag}.sandbox.log"):
             lines = [line.strip() for line in _tail(self.workdir / name).splitlines() if line.strip()]
             errors = [line for line in lines if "Error" in line or "error" in line or "denied" in line]
             if errors or lines:
@@ -500,6 +537,10 @@ def _tail(path: Path) -> str:
 
 def _finite_positive(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and 0 < value < float("inf")
+
+
+def _claims(values: object, count: int) -> bool:
+    return isinstance(values, list) and len(values) == count and all(_finite_positive(v) for v in values)
 
 
 ADDR_NO_RANDOMIZE = 0x0040000

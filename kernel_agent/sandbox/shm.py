@@ -67,12 +67,13 @@ class InputSegment:
         os.ftruncate(self.fd, self.capacity)
         self.map: mmap.mmap | None = mmap.mmap(self.fd, self.capacity, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_SEAL)
+        self.used = 0  # bytes the last placement wrote
 
-    def place(self, tensors: list[torch.Tensor], scale: float | None = None) -> list[Placed]:
+    def place(self, tensors: list[torch.Tensor]) -> list[Placed]:
         """Copy `tensors` into the segment (call while the sandbox is frozen); return their layout.
 
-        With `scale`, floating tensors arrive multiplied by it (a fresh input from a reused one,
-        written in one pass, with no second copy in this process)."""
+        Whatever an earlier, larger placement left beyond the new inputs is zeroed: the segment
+        holds this call's inputs and nothing another call will get later."""
         need = sum(_aligned(_nbytes(t)) for t in tensors)
         if need > self.capacity:
             raise TransportError(f"one call's inputs need {need} bytes, more than this host's memory")
@@ -83,14 +84,14 @@ class InputSegment:
                 raise TransportError(f"unsupported input dtype {tensor.dtype}")
             source = tensor.detach().contiguous()
             size = _nbytes(source)
-            if size and scale is not None and source.is_floating_point():
-                target = torch.frombuffer(self.map, dtype=source.dtype, count=source.numel(), offset=offset).view(source.shape)
-                torch.mul(source, scale, out=target)
-            elif size:
+            if size:
                 target = torch.frombuffer(self.map, dtype=torch.uint8, count=size, offset=offset)
                 target.copy_(source.reshape(-1).view(torch.uint8))
             layout.append(Placed(DTYPE_NAMES[tensor.dtype], tuple(source.shape), offset))
             offset += _aligned(size)
+        if self.used > offset:
+            torch.frombuffer(self.map, dtype=torch.uint8, count=self.used - offset, offset=offset).zero_()
+        self.used = offset
         return layout
 
     def close(self) -> None:

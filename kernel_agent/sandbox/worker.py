@@ -79,6 +79,9 @@ class Worker:
             self.l2_flush = torch.empty(max(2 * torch.cuda.get_device_properties(0).L2_cache_size, 64 << 20), dtype=torch.uint8, device="cuda")
         # Warm torch's own thread pools so later counts only see the candidate's threads.
         (torch.ones(64, 64) @ torch.ones(64, 64)).sum().item()
+        prefault = int(config.get("prefault_bytes", 0))
+        if prefault:  # back the heap now, the same way in every worker (huge pages where the host gives them)
+            torch.empty(prefault, dtype=torch.uint8).fill_(0)
         self.pristine = self._snapshot()
 
     # ---- integrity -------------------------------------------------------
@@ -129,7 +132,7 @@ class Worker:
     def load(self, message: dict[str, Any]) -> dict[str, Any]:
         config, torch = self.config, self.torch
         source_path = config["source"]
-        name = f"ka_{config['role']}_module"
+        name = "ka_kernel_module"  # the same for both sides (see session.ROLE_TAGS)
         try:
             spec = importlib.util.spec_from_file_location(name, source_path)
             assert spec is not None and spec.loader is not None
@@ -251,30 +254,36 @@ class Worker:
         return {"ok": True, "calls": calls, "seconds": time.perf_counter() - start}
 
     def call(self, message: dict[str, Any]) -> dict[str, Any]:
-        """One timed call. The trusted side's clock around this request is the time of record on a CPU;
-        this process's own clocks (and CUDA events) are claims it cross-checks."""
+        """A request of timed calls, one per input set in the segment (several only for kernels much
+        shorter than a request's overhead). The trusted side's clock around the request bounds the
+        time of record; this process's own clocks (and CUDA events) are claims it cross-checks."""
         torch = self.torch
         self.kept = []
-        inputs, _ = self._inputs(message, private=False)
-        if self.device == "cuda":
-            torch.cuda.synchronize()
-            self.l2_flush.fill_(1)
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            t0 = time.perf_counter_ns()
-            start.record()
-            outputs = self.run_call(inputs)
-            end.record()
-            torch.cuda.synchronize()
-            t1 = time.perf_counter_ns()
-            device_ms: float | None = start.elapsed_time(end)
-        else:
-            t0 = time.perf_counter_ns()
-            outputs = self.run_call(inputs)
-            t1 = time.perf_counter_ns()
-            device_ms = None
-        _check_aliasing(outputs, inputs)
-        reply = {"ok": True, "host_ms": (t1 - t0) / 1e6, "device_ms": device_ms, "outputs": self._describe(outputs)}
+        host_ms, device_ms, described = [], [], []
+        for layout in message["calls"]:
+            inputs, _ = self._inputs({"layout": layout}, private=False)
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+                self.l2_flush.fill_(1)
+                torch.cuda.synchronize()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                t0 = time.perf_counter_ns()
+                start.record()
+                outputs = self.run_call(inputs)
+                end.record()
+                torch.cuda.synchronize()
+                t1 = time.perf_counter_ns()
+                device_ms.append(start.elapsed_time(end))
+            else:
+                t0 = time.perf_counter_ns()
+                outputs = self.run_call(inputs)
+                t1 = time.perf_counter_ns()
+            _check_aliasing(outputs, inputs)
+            host_ms.append((t1 - t0) / 1e6)
+            kept = self.kept
+            described.append(self._describe(outputs))
+            self.kept = kept + self.kept  # every call's outputs stay alive until the trusted side has read them
+        reply = {"ok": True, "host_ms": host_ms, "device_ms": device_ms if self.device == "cuda" else None, "outputs": described}
         if message.get("integrity"):
             self.check_integrity("after a timed block")
         return reply
@@ -337,7 +346,7 @@ def main() -> None:
     args = parser.parse_args()
     config = json.loads(Path(args.config).read_text())
     # Keep the protocol fds private; anything the candidate prints goes to a log file.
-    log = os.open(str(Path(config["workdir"]) / f"{config['role']}.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    log = os.open(config["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)
     sys.stdout = os.fdopen(1, "w", buffering=1)
