@@ -25,11 +25,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from scripted_server import ScriptedServer  # noqa: E402
 
-from kernel_agent.evaluate import EvalOptions  # noqa: E402
-from kernel_agent.executors import LocalExecutor  # noqa: E402
-from kernel_agent.problem import load_problem  # noqa: E402
-from kernel_agent.providers.base import ProposalContext  # noqa: E402
-from kernel_agent.providers.openai_chat import OpenAIProvider  # noqa: E402
+from kernel_agent.evaluate.pipeline import EvalOptions  # noqa: E402
+from kernel_agent.optimize.executors.local import LocalExecutor  # noqa: E402
+from kernel_agent.problem.load import load_problem  # noqa: E402
+from kernel_agent.propose.base import ProposalContext  # noqa: E402
+from kernel_agent.propose.openai_chat import OpenAIProvider  # noqa: E402
 
 EXPRESSIONS = ["torch.softmax(x, dim=-1)", "torch.softmax(x, -1)", "x.softmax(dim=-1)", "torch.nn.functional.softmax(x, dim=-1)",
                "torch.softmax(x.contiguous(), dim=-1)", "torch.softmax(x, dim=1)", "torch.special.softmax(x, dim=-1)", "x.softmax(-1)"]

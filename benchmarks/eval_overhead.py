@@ -15,8 +15,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from kernel_agent.evaluate import EvalOptions, evaluate
-from kernel_agent.problem import load_problem
+from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
+from kernel_agent.problem.load import load_problem
 
 PHASES = ("compile", "reference", "sandbox_start", "verification", "timing")
 

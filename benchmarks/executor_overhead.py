@@ -26,9 +26,9 @@ from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from kernel_agent.evaluate import EvalOptions  # noqa: E402
-from kernel_agent.executors import LocalExecutor  # noqa: E402
-from kernel_agent.problem import load_problem  # noqa: E402
+from kernel_agent.evaluate.pipeline import EvalOptions  # noqa: E402
+from kernel_agent.optimize.executors.local import LocalExecutor  # noqa: E402
+from kernel_agent.problem.load import load_problem  # noqa: E402
 
 EXPRESSIONS = ["torch.softmax(x, dim=-1)", "torch.softmax(x, -1)", "x.softmax(dim=-1)", "torch.nn.functional.softmax(x, dim=-1)",
                "torch.softmax(x.contiguous(), dim=-1)", "torch.softmax(x, dim=1)", "torch.special.softmax(x, dim=-1)", "x.softmax(-1)"]
@@ -63,7 +63,7 @@ def main() -> None:
         torch.set_num_threads(args.orchestrator_threads)
     console = Console()
     try:
-        from kernel_agent.executors_ray import RayExecutor
+        from kernel_agent.optimize.executors.ray import RayExecutor
     except ImportError:
         sys.exit("needs ray: pip install 'kernel-agent[cluster]'")
 

@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from adversarial.common import all_fixtures, run_fixture  # noqa: E402
 
-from kernel_agent.evaluate import EvalOptions, evaluate  # noqa: E402
-from kernel_agent.problem import load_problem  # noqa: E402
+from kernel_agent.evaluate.pipeline import EvalOptions, evaluate  # noqa: E402
+from kernel_agent.problem.load import load_problem  # noqa: E402
 
 SIZES = [(64, 256), (128, 1024), (256, 2048), (512, 4096), (1024, 8192)]
 FORGERS = ("b27_patch_perf_counter", "b27_self_restoring_timer", "b28_forged_nonpositive_times", "b31_forge_reply_fd4", "b31_impersonate_worker")

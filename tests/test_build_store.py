@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from kernel_agent import cpp
-from kernel_agent.backends import checks, store
-from kernel_agent.backends.base import BuildContext, BuildFailed
-from kernel_agent.backends.registry import build_in_sandbox, get_backend
-from kernel_agent.sandbox.isolation import Limits, probe, wrap
+from kernel_agent.evaluate.backends import build_store as store
+from kernel_agent.evaluate.backends import lint as checks
+from kernel_agent.evaluate.backends.base import BuildContext, BuildFailed
+from kernel_agent.evaluate.backends.registry import build_in_sandbox, get_backend
+from kernel_agent.evaluate.sandbox.isolation import Limits, probe, wrap
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "adversarial" / "fixtures"
@@ -129,7 +130,7 @@ def test_the_candidate_loads_its_library_and_cannot_list_the_store(tmp_path: Pat
     source = f"CPP_SOURCE = r'''{SMALL % 42}'''\n"
     work = tmp_path / "work"
     prepared = get_backend("cpp").prepare(source, "cpu", work, build)
-    from kernel_agent.sandbox.isolation import prepare_workdir, sandbox_env
+    from kernel_agent.evaluate.sandbox.isolation import prepare_workdir, sandbox_env
 
     prepare_workdir(work, build.isolation.uid)
     script = (

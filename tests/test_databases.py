@@ -20,11 +20,11 @@ import pytest
 from conftest import ROOT, SOFTMAX
 from sqlalchemy import inspect, make_url, text
 
-from kernel_agent.db import store
+from kernel_agent.core.verdict import Verdict
+from kernel_agent.db import writes as store
 from kernel_agent.db.session import Database, DatabaseError, current_revision, open_database
-from kernel_agent.problem import load_problem
-from kernel_agent.providers.base import LLMCall
-from kernel_agent.verdict import Verdict
+from kernel_agent.problem.load import load_problem
+from kernel_agent.propose.base import LLMCall
 
 PG_ENV = "KERNEL_AGENT_TEST_PG_URL"
 TABLES = {"sources", "problems", "runs", "run_kernels", "candidates", "evaluations", "llm_calls", "reviews", "device_ceilings", "alembic_version"}
@@ -96,12 +96,12 @@ def test_store_round_trip(database_url: str) -> None:
         evaluation_id = store.add_evaluation(db, ids[0], verdict, 1.5)
         assert evaluation_id and store.find_candidate(db, run_kernel_id, source).id == ids[0]
         with db.session() as session:
-            from kernel_agent.db.models import Evaluation, Run
+            from kernel_agent.db.models import EvaluationRow, RunRow
 
-            row = session.get(Evaluation, evaluation_id)
+            row = session.get(EvaluationRow, evaluation_id)
             assert Verdict.from_dict(row.verdict) == verdict
             assert (row.baseline_ms, row.candidate_ms, row.ci_low, row.ci_high) == (5.0, 2.0, 2.1, 2.9)
-            assert session.get(Run, run_id).options["executor"] == "ray"
+            assert session.get(RunRow, run_id).options["executor"] == "ray"
         cached = store.cached_call(db, "p" * 64)
         assert cached is not None and cached.response_texts == call.response_texts and cached.attempts == 2 and cached.request == call.request
         assert store.cached_call(db, "q" * 64) is None  # failed calls are not a cache

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from conftest import SOFTMAX, run_cli
 
-from kernel_agent.batch import KernelSpec, RunPlan
+from kernel_agent.optimize.run import KernelSpec, RunPlan
 
 
 def test_old_plans_load_as_local_and_new_ones_keep_their_executor() -> None:

@@ -6,14 +6,14 @@ from pathlib import Path
 
 from conftest import SOFTMAX
 
+from kernel_agent.core.verdict import Verdict
 from kernel_agent.db.session import open_database
-from kernel_agent.db.store import create_run
-from kernel_agent.loop import KernelLoop, LoopOptions, Shared
-from kernel_agent.problem import load_problem
-from kernel_agent.profile import Ceilings
-from kernel_agent.providers.base import Attempt
-from kernel_agent.providers.search import SearchProvider
-from kernel_agent.verdict import Verdict
+from kernel_agent.db.writes import create_run
+from kernel_agent.measure.profile import Ceilings
+from kernel_agent.optimize.kernel_loop import KernelLoop, LoopOptions, Shared
+from kernel_agent.problem.load import load_problem
+from kernel_agent.propose.base import Attempt
+from kernel_agent.propose.search import SearchProvider
 
 
 def verdict(candidate_ms: float) -> Verdict:

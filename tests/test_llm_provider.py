@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 from scripted_server import NO_MORE_REPLIES, ScriptedServer
 
-from kernel_agent.problem import load_problem
-from kernel_agent.prompts import render_messages
-from kernel_agent.providers.base import Attempt, LLMCall, ProposalContext
-from kernel_agent.providers.openai_chat import (
+from kernel_agent.problem.load import load_problem
+from kernel_agent.propose.base import Attempt, LLMCall, ProposalContext
+from kernel_agent.propose.openai_chat import (
     DEFAULT_PRICES,
     OpenAIProvider,
     ProviderConfigError,
@@ -26,8 +25,9 @@ from kernel_agent.providers.openai_chat import (
     prompt_hash,
     resolve_api_key,
 )
-from kernel_agent.providers.parse import extract_candidate
-from kernel_agent.providers.replay import ReplayProvider
+from kernel_agent.propose.parse import extract_candidate
+from kernel_agent.propose.prompts import render_messages
+from kernel_agent.propose.replay import ReplayProvider
 
 ROOT = Path(__file__).resolve().parents[1]
 CPP_SOFTMAX = ROOT / "examples" / "cpp_softmax"

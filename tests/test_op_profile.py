@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernel_agent.op_profile import compiled_line, sanitize, summary_line
+from kernel_agent.measure.op_breakdown import compiled_line, sanitize, summary_line
 
 GOOD = {
     "device": "cuda", "calls": 3, "wall_ms_per_call": 0.5, "outside_ops_ms_per_call": 0.01, "torch_ops_per_call": 1, "launches_per_call": 1,

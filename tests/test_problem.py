@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from conftest import SOFTMAX
 
-from kernel_agent.audit import audit_problem
-from kernel_agent.problem import ProblemError, load_problem
+from kernel_agent.problem.canaries import audit_problem
+from kernel_agent.problem.load import ProblemError, load_problem
 
 
 def write_problem(folder: Path, problem: str, kernel: str = "def kernel(x):\n    return x\n") -> Path:

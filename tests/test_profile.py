@@ -11,8 +11,7 @@ import torch
 import typer
 from typer.testing import CliRunner
 
-from kernel_agent.problem import load_problem
-from kernel_agent.profile import (
+from kernel_agent.measure.profile import (
     Ceilings,
     build_profile,
     ceilings_from_dict,
@@ -26,8 +25,9 @@ from kernel_agent.profile import (
     triton_compile_metadata,
     work_counts,
 )
-from kernel_agent.prompts import render_messages
-from kernel_agent.providers.base import ProposalContext
+from kernel_agent.problem.load import load_problem
+from kernel_agent.propose.base import ProposalContext
+from kernel_agent.propose.prompts import render_messages
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -19,7 +19,7 @@ from conftest import ROOT, SOFTMAX, run_cli
 
 pytest.importorskip("ray", reason="the Ray executor needs ray: pip install 'kernel-agent[cluster]'")
 
-from kernel_agent.executors_ray import TASK_NAME  # noqa: E402
+from kernel_agent.optimize.executors.ray import TASK_NAME  # noqa: E402
 
 pytestmark = pytest.mark.slow
 CANDIDATE = "import torch\n\n\ndef kernel(x):\n    return torch.softmax(x, dim=-1)\n"
@@ -114,9 +114,9 @@ def test_optimize_on_ray_stores_verdicts_like_the_local_pool_and_survives_a_kill
 
 
 def test_a_worker_lost_on_every_try_ends_as_crashed(tmp_path: Path) -> None:
-    from kernel_agent.evaluate import EvalOptions
-    from kernel_agent.executors_ray import RayExecutor
-    from kernel_agent.problem import load_problem
+    from kernel_agent.evaluate.pipeline import EvalOptions
+    from kernel_agent.optimize.executors.ray import RayExecutor
+    from kernel_agent.problem.load import load_problem
 
     executor = RayExecutor(None, None, retries=1, num_cpus=2)
     try:

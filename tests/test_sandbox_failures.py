@@ -9,8 +9,8 @@ from pathlib import Path
 
 from conftest import FIXTURES, ROOT, run_cli
 
-from kernel_agent.evaluate import EvalOptions, evaluate
-from kernel_agent.problem import load_problem
+from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
+from kernel_agent.problem.load import load_problem
 
 
 def test_a_kernelbench_file_in_a_private_folder_gets_a_verdict(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernel_agent.measure import Samples, overhead_bound, records_ms, request_shape, timer_mismatch
-from kernel_agent.sandbox.session import Timed
+from kernel_agent.evaluate.ab_timing import Samples, overhead_bound, records_ms, request_shape, timer_mismatch
+from kernel_agent.evaluate.sandbox.session import Timed
 
 ROUNDS, CALLS = 10, 8
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kernel_agent.timing import speedup_interval, typical_ms
+from kernel_agent.measure.stats import speedup_interval, typical_ms
 
 
 def test_typical_times_multiply_out_to_the_speedup_across_shapes() -> None:
@@ -32,7 +32,7 @@ def test_overlapping_timings_restore_the_thread_count() -> None:
 
     import torch
 
-    from kernel_agent.measure import _single_threaded
+    from kernel_agent.evaluate.ab_timing import _single_threaded
 
     before = torch.get_num_threads()
     assert before > 1, "needs a machine with at least 2 threads"

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES
 
-from kernel_agent.problem import Problem, load_problem
-from kernel_agent.providers.base import Attempt, ProposalBatch, ProposalContext
-from kernel_agent.providers.search import SearchProvider
-from kernel_agent.tunables import TunableError, apply_config, config_note, read_config
+from kernel_agent.problem.load import Problem, load_problem
+from kernel_agent.propose.base import Attempt, ProposalBatch, ProposalContext
+from kernel_agent.propose.search import SearchProvider
+from kernel_agent.propose.tunables import TunableError, apply_config, config_note, read_config
 
 EXAMPLE_DIRS = sorted(d for d in EXAMPLES.iterdir() if (d / "kernel.py").is_file() and "TUNABLES" in (d / "problem.py").read_text())
 

@@ -23,17 +23,17 @@ from test_databases import database_url  # noqa: F401 - the SQLite / PostgreSQL 
 from typer.testing import CliRunner
 
 from kernel_agent.cli import app
-from kernel_agent.db import store
-from kernel_agent.db.queries import candidate_detail, run_detail
+from kernel_agent.core.text import clean, has_raw_controls
+from kernel_agent.core.verdict import Verdict
+from kernel_agent.db import writes as store
+from kernel_agent.db.reads import candidate_detail, run_detail
 from kernel_agent.db.session import open_database
-from kernel_agent.problem import load_problem
-from kernel_agent.providers.base import LLMCall
-from kernel_agent.providers.openai_chat import to_proposals
-from kernel_agent.providers.parse import extract_candidate, summary_line
-from kernel_agent.report import render_report
-from kernel_agent.review import record
-from kernel_agent.text import clean, has_raw_controls
-from kernel_agent.verdict import Verdict
+from kernel_agent.problem.load import load_problem
+from kernel_agent.propose.base import LLMCall
+from kernel_agent.propose.openai_chat import to_proposals
+from kernel_agent.propose.parse import extract_candidate, summary_line
+from kernel_agent.review.decisions import record
+from kernel_agent.review.report import render_report
 
 FIXTURES = ROOT / "tests" / "adversarial" / "fixtures"
 E40 = sorted(FIXTURES.glob("e40_*.py"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from kernel_agent.verify import Tolerance, canary_outputs, compare
+from kernel_agent.evaluate.compare import Tolerance, canary_outputs, compare
 
 FP32 = Tolerance(1e-4, 1e-4, 1e-5)
 

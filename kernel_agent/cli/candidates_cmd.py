@@ -14,7 +14,7 @@ app = typer.Typer(help="List candidates, show one with its verdict, or print its
 
 
 def _detail(db: str | None, candidate: int) -> dict:
-    from kernel_agent.db.queries import candidate_detail
+    from kernel_agent.db.reads import candidate_detail
 
     detail = candidate_detail(opt.open_db(db), candidate)
     if detail is None:
@@ -29,7 +29,7 @@ def list_command(
     """Candidates with their status and speedup."""
     from rich.table import Table
 
-    from kernel_agent.db.queries import list_candidates
+    from kernel_agent.db.reads import list_candidates
 
     rows = list_candidates(opt.open_db(db), run, kernel)
     if json_output:

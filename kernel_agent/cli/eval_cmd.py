@@ -27,10 +27,10 @@ def eval_command(
     """Verify and time one candidate against a problem's baseline."""
     import torch
 
-    from kernel_agent.audit import audit_problem
-    from kernel_agent.backends import BACKENDS
-    from kernel_agent.evaluate import EvalOptions, evaluate, run_device
-    from kernel_agent.problem import ProblemError, load_problem
+    from kernel_agent.evaluate.backends import BACKENDS
+    from kernel_agent.evaluate.pipeline import EvalOptions, evaluate, run_device
+    from kernel_agent.problem.canaries import audit_problem
+    from kernel_agent.problem.load import ProblemError, load_problem
 
     if device not in ("auto", "cpu", "cuda"):
         fail(f"--device must be auto, cpu or cuda, not {device!r}")

@@ -23,8 +23,8 @@ def export_command(
     db: str = opt.DB,
 ) -> None:
     """Re-verify each kernel's best shippable candidate in the sandbox, then write the package, its tests and its benchmarks."""
-    from kernel_agent.evaluate import EvalOptions
-    from kernel_agent.export import ExportError, export_run
+    from kernel_agent.evaluate.pipeline import EvalOptions
+    from kernel_agent.export.package import ExportError, export_run
 
     database = opt.open_db(db)
     run_id = resolve_run_or_fail(database, run)

@@ -59,7 +59,7 @@ def optimize_command(
     json_output: bool = opt.JSON,
 ) -> None:
     """Optimize kernels: baseline, then rounds of propose -> verify -> time -> keep the best."""
-    from kernel_agent.batch import KernelSpec, PlanError, RunPlan, expand_paths, load_manifest
+    from kernel_agent.optimize.run import KernelSpec, PlanError, RunPlan, expand_paths, load_manifest
 
     if executor not in (None, "local", "ray"):
         fail(f"--executor must be local or ray, not {executor!r}")
@@ -99,11 +99,11 @@ def optimize_command(
 
 def run_resume(database, run_id: int, json_output: bool, workers: int | None = None, executor: str | None = None, ray_address: str | None = None) -> None:
     """Continue a stored run with its stored plan (--workers, --executor and --ray-address may change where it runs)."""
-    from kernel_agent.batch import RunPlan
-    from kernel_agent.db.models import Run
+    from kernel_agent.db.models import RunRow
+    from kernel_agent.optimize.run import RunPlan
 
     with database.session() as session:
-        run = session.get(Run, run_id)
+        run = session.get(RunRow, run_id)
         if run is None:
             fail(f"no run {run_id} in this database; `kernel-agent runs list` shows the runs")
         if run.status == "completed":
@@ -124,9 +124,9 @@ def run_resume(database, run_id: int, json_output: bool, workers: int | None = N
 
 def build_providers(database, plan, problems) -> dict:
     """One provider per kernel name (replay is per kernel; the others are shared)."""
-    from kernel_agent.db import store
-    from kernel_agent.providers import make_provider
-    from kernel_agent.providers.openai_chat import load_prices
+    from kernel_agent.db import writes as store
+    from kernel_agent.propose import make_provider
+    from kernel_agent.propose.openai_chat import load_prices
 
     options = dict(plan.provider_options)
     if plan.provider == "replay":
@@ -145,13 +145,13 @@ def build_providers(database, plan, problems) -> dict:
 
 
 def execute(database, plan, run_id: int | None, json_output: bool) -> None:
-    from kernel_agent.audit import audit_problem
-    from kernel_agent.batch import BatchRun, device_ceilings, load_kernel, store_plan
     from kernel_agent.cli.progress import LoopProgress
-    from kernel_agent.db import store
-    from kernel_agent.evaluate import run_device
-    from kernel_agent.problem import ProblemError
-    from kernel_agent.providers.openai_chat import ProviderConfigError
+    from kernel_agent.db import writes as store
+    from kernel_agent.evaluate.pipeline import run_device
+    from kernel_agent.optimize.run import BatchRun, device_ceilings, load_kernel, store_plan
+    from kernel_agent.problem.canaries import audit_problem
+    from kernel_agent.problem.load import ProblemError
+    from kernel_agent.propose.openai_chat import ProviderConfigError
 
     problems = []
     for spec in plan.kernels:
@@ -196,7 +196,7 @@ def execute(database, plan, run_id: int | None, json_output: bool) -> None:
 def build_executor(plan):
     """The plan's executor: this machine's pool, or Ray (a local instance, or the cluster at plan.ray_address)."""
     if plan.executor == "ray":
-        from kernel_agent.executors_ray import RayExecutor, RayUnavailable
+        from kernel_agent.optimize.executors.ray import RayExecutor, RayUnavailable
 
         try:
             executor = RayExecutor(plan.ray_address, plan.workers)
@@ -205,14 +205,14 @@ def build_executor(plan):
         where = plan.ray_address or "a local Ray instance"
         stderr.print(f"executor: Ray at {where} ({executor.gpus} GPU(s), {executor.cpu_slots} CPU timing slot(s))", highlight=False)
         return executor
-    from kernel_agent.executors import LocalExecutor
+    from kernel_agent.optimize.executors.local import LocalExecutor
 
     return LocalExecutor(plan.workers)
 
 
 def run_until_interrupted(batch, progress, database, run_id: int) -> list:
     """Run the batch; the first Ctrl-C lets evaluations in flight finish, a second one stops at once."""
-    from kernel_agent.db import store
+    from kernel_agent.db import writes as store
 
     outcome: dict = {}
 

@@ -34,9 +34,9 @@ def profile_command(
     """Show work counts, roofline floors and the fraction of the floor a kernel reaches."""
     import torch
 
-    from kernel_agent.evaluate import EvalOptions, evaluate, run_device
-    from kernel_agent.problem import ProblemError, load_problem
-    from kernel_agent.profile import ProfileError, build_profile, ceilings_to_dict, profiler_breakdown, shape_rows
+    from kernel_agent.evaluate.pipeline import EvalOptions, evaluate, run_device
+    from kernel_agent.measure.profile import ProfileError, build_profile, ceilings_to_dict, profiler_breakdown, shape_rows
+    from kernel_agent.problem.load import ProblemError, load_problem
 
     if device not in ("auto", "cpu", "cuda"):
         fail(f"--device must be auto, cpu or cuda, not {device!r}")
@@ -117,7 +117,7 @@ def candidate_source(candidate: str, kernel: str, db: str | None) -> str:
     """A candidate file's text, or a stored candidate's source (it must belong to this kernel)."""
     if Path(candidate).is_file() or not candidate.isdigit():
         return read_candidate(Path(candidate))
-    from kernel_agent.db.queries import candidate_detail
+    from kernel_agent.db.reads import candidate_detail
 
     found = candidate_detail(open_db(db), int(candidate))
     if found is None or not found.get("source"):
@@ -131,12 +131,12 @@ def profile_ceilings(db: str | None, device: str, threads: int | None, remeasure
     """The ceilings `optimize` uses for this device fingerprint (stored once in the database),
     and where they came from. Without the database packages (the GPU machine) they are
     measured now and not stored."""
-    from kernel_agent.profile import ProfileError, ceilings_from_dict, fingerprint_key, measure_ceilings
+    from kernel_agent.measure.profile import ProfileError, ceilings_from_dict, fingerprint_key, measure_ceilings
 
     try:
         try:
-            from kernel_agent.batch import device_ceilings as stored_or_measured
-            from kernel_agent.db import store
+            from kernel_agent.db import writes as store
+            from kernel_agent.optimize.run import device_ceilings as stored_or_measured
         except ImportError as exc:
             stderr.print(f"measuring {device} ceilings ({exc.name} is not installed: not stored) ...", highlight=False)
             return measure_ceilings(device, threads=threads), f"measured now, not stored ({exc.name} is not installed)"
@@ -167,7 +167,7 @@ def _fmt(value: Any, unit: str = "") -> str:
 
 def show_ceilings(device: str, ceilings, origin: str, json_output: bool) -> None:
     """`profile --ceilings` without a problem: the device's ceilings alone."""
-    from kernel_agent.profile import ceilings_to_dict
+    from kernel_agent.measure.profile import ceilings_to_dict
 
     if ceilings is None:
         fail(f"no ceilings for {device}")

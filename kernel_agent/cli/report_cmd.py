@@ -17,7 +17,7 @@ def report_command(
     db: str = opt.DB,
 ) -> None:
     """Write the run's report: summary, kernels, charts, lineage, diffs, failures, provenance (opens offline)."""
-    from kernel_agent.report import render_report
+    from kernel_agent.review.report import render_report
 
     database = opt.open_db(db)
     run_id = resolve_run_or_fail(database, run)

@@ -38,7 +38,7 @@ def start_command(
     run: str = RUN, kernel: str = typer.Option(None, "--kernel", help="Only this kernel."), db: str = opt.DB,
 ) -> None:
     """Walk each kernel's accepted and flagged candidates, best first, and approve, reject or skip each."""
-    from kernel_agent.review import queue, record
+    from kernel_agent.review.decisions import queue, record
 
     database = opt.open_db(db)
     run_id = resolve_run_or_fail(database, run)
@@ -118,7 +118,7 @@ def show_candidate(candidate) -> None:  # noqa: ANN001 - a review_queries.Candid
 
 
 def _decide(candidate: int, decision: str, note: str, db: str | None) -> None:
-    from kernel_agent.review import ReviewError, record
+    from kernel_agent.review.decisions import ReviewError, record
 
     try:
         saved = record(opt.open_db(db), candidate, decision, note)

@@ -10,7 +10,7 @@ RUN = typer.Argument(..., help="Run id, or `latest` for the newest run.", show_d
 def resolve_run_or_fail(db, run: str) -> int:  # noqa: ANN001 - a kernel_agent.db.session.Database
     """The run id for RUN, or exit 2 with one line."""
     from kernel_agent.cli.common import fail
-    from kernel_agent.db.review_queries import resolve_run
+    from kernel_agent.db.review_reads import resolve_run
 
     run_id = resolve_run(db, run)
     if run_id is None:

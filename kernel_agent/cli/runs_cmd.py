@@ -19,7 +19,7 @@ def list_command(db: str = opt.DB, json_output: bool = opt.JSON) -> None:
     """Runs, newest first."""
     from rich.table import Table
 
-    from kernel_agent.db.queries import list_runs
+    from kernel_agent.db.reads import list_runs
 
     runs = list_runs(opt.open_db(db))
     if json_output:
@@ -39,7 +39,7 @@ def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON)
     kernel's reason (a flagged candidate waiting for review, with the command that approves it)."""
     from rich.table import Table
 
-    from kernel_agent.db.queries import run_detail
+    from kernel_agent.db.reads import run_detail
 
     database = opt.open_db(db)
     detail = run_detail(database, resolve_run_or_fail(database, run))

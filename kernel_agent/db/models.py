@@ -14,7 +14,7 @@ from sqlalchemy import Text as _Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
-from kernel_agent.text import storable
+from kernel_agent.core.text import storable
 
 
 class Text(TypeDecorator):
@@ -52,7 +52,7 @@ class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
 
 
-class Source(Base):
+class SourceRow(Base):
     """A kernel source stored once, addressed by the sha256 of its text."""
 
     __tablename__ = "sources"
@@ -74,7 +74,7 @@ class ProblemRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
-class Run(Base):
+class RunRow(Base):
     __tablename__ = "runs"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     started_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
@@ -84,10 +84,10 @@ class Run(Base):
     model: Mapped[str | None] = mapped_column(String(200), nullable=True)
     options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     note: Mapped[str] = mapped_column(Text, default="")
-    kernels: Mapped[list[RunKernel]] = relationship(back_populates="run", order_by="RunKernel.id")
+    kernels: Mapped[list[RunKernelRow]] = relationship(back_populates="run", order_by="RunKernelRow.id")
 
 
-class RunKernel(Base):
+class RunKernelRow(Base):
     """One kernel's progress inside a run (what `--resume` continues)."""
 
     __tablename__ = "run_kernels"
@@ -103,11 +103,11 @@ class RunKernel(Base):
     best_speedup: Mapped[float | None] = mapped_column(Float, nullable=True)
     best_candidate_id: Mapped[int | None] = mapped_column(Integer, nullable=True)  # candidates.id; no FK (cycle)
     duplicates: Mapped[int] = mapped_column(Integer, default=0)
-    run: Mapped[Run] = relationship(back_populates="kernels")
+    run: Mapped[RunRow] = relationship(back_populates="kernels")
     problem: Mapped[ProblemRow] = relationship()
 
 
-class Candidate(Base):
+class CandidateRow(Base):
     __tablename__ = "candidates"
     __table_args__ = (UniqueConstraint("run_kernel_id", "normalized_hash"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -125,11 +125,11 @@ class Candidate(Base):
     diff_baseline: Mapped[str] = mapped_column(Text, default="")
     diff_parent: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-    source: Mapped[Source | None] = relationship()
-    evaluation: Mapped[Evaluation | None] = relationship(back_populates="candidate", uselist=False)
+    source: Mapped[SourceRow | None] = relationship()
+    evaluation: Mapped[EvaluationRow | None] = relationship(back_populates="candidate", uselist=False)
 
 
-class Evaluation(Base):
+class EvaluationRow(Base):
     """The full verdict of `eval` for one candidate, with its environment fingerprint."""
 
     __tablename__ = "evaluations"
@@ -153,7 +153,7 @@ class Evaluation(Base):
     environment: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     duration_s: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-    candidate: Mapped[Candidate] = relationship(back_populates="evaluation")
+    candidate: Mapped[CandidateRow] = relationship(back_populates="evaluation")
 
 
 class LLMCallRow(Base):
@@ -177,7 +177,7 @@ class LLMCallRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
-class Review(Base):
+class ReviewRow(Base):
     __tablename__ = "reviews"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     candidate_id: Mapped[int] = mapped_column(ForeignKey("candidates.id"), index=True)
@@ -187,7 +187,7 @@ class Review(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
-class DeviceCeiling(Base):
+class DeviceCeilingRow(Base):
     __tablename__ = "device_ceilings"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     fingerprint: Mapped[str] = mapped_column(String(400), unique=True)

@@ -21,10 +21,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernel_agent.evaluate import EvalOptions, evaluate
-from kernel_agent.problem import load_problem
-from kernel_agent.sandbox.isolation import Limits
-from kernel_agent.verdict import Verdict
+from kernel_agent.core.verdict import Verdict
+from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
+from kernel_agent.evaluate.sandbox.isolation import Limits
+from kernel_agent.problem.load import load_problem
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

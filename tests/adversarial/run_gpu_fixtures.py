@@ -27,8 +27,8 @@ def main() -> int:
         print("no CUDA device: GPU fixtures skipped")
         return 0
     from adversarial.common import load_fixture
-    from kernel_agent.evaluate import EvalOptions, evaluate
-    from kernel_agent.problem import load_problem
+    from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
+    from kernel_agent.problem.load import load_problem
 
     problem = load_problem(HERE / "problems" / "softmax_cuda")
     rows, failures = [], 0

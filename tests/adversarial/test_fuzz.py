@@ -11,10 +11,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernel_agent.backends.checks import defines
-from kernel_agent.problem import ProblemError, load_problem
-from kernel_agent.providers.parse import _extract
-from kernel_agent.verdict import Verdict
+from kernel_agent.core.verdict import Verdict
+from kernel_agent.evaluate.backends.lint import defines
+from kernel_agent.problem.load import ProblemError, load_problem
+from kernel_agent.propose.parse import _extract
 
 FUZZ = settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from adversarial.common import all_fixtures, run_fixture
-from kernel_agent.sandbox.control import cgroup_root
+from kernel_agent.evaluate.sandbox.control import cgroup_root
 
 FIXTURES = {f.name: f for f in all_fixtures()}
 

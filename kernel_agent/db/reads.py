@@ -1,0 +1,91 @@
+"""Read-side queries for the CLI and reports: runs, kernels, candidates."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from sqlalchemy import func, select
+
+from kernel_agent.db.models import CandidateRow, EvaluationRow, LLMCallRow, ProblemRow, RunRow
+from kernel_agent.db.review_reads import kernel_review, run_kernels
+from kernel_agent.db.session import Database
+
+
+def list_runs(db: Database) -> list[dict[str, Any]]:
+    with db.session() as session:
+        runs = session.scalars(select(RunRow).order_by(RunRow.id.desc())).all()
+        return [
+            {"run_id": r.id, "started": r.started_at.isoformat(timespec="seconds"), "status": r.status, "provider": r.provider,
+             "kernels": [k.problem.name for k in r.kernels]}
+            for r in runs
+        ]
+
+
+def run_detail(db: Database, run_id: int) -> dict[str, Any] | None:
+    with db.session() as session:
+        run = session.get(RunRow, run_id)
+        if run is None:
+            return None
+        kernels = []
+        for k in run.kernels:
+            statuses = Counter(
+                session.scalars(select(EvaluationRow.status).join(CandidateRow).where(CandidateRow.run_kernel_id == k.id, CandidateRow.origin != "baseline")).all()
+            )
+            unparseable = session.scalar(select(func.count()).select_from(CandidateRow).where(CandidateRow.run_kernel_id == k.id, CandidateRow.parse_error.is_not(None)))
+            if unparseable:
+                statuses["unparseable"] = unparseable
+            kernels.append({
+                "name": k.problem.name, "status": k.status, "reason": k.reason, "rounds": k.rounds_done, "baseline_ms": k.baseline_ms,
+                "best_ms": k.best_ms, "speedup": k.best_speedup, "best_candidate": k.best_candidate_id, "statuses": dict(statuses),
+            })
+        tokens = session.execute(
+            select(func.coalesce(func.sum(LLMCallRow.prompt_tokens), 0), func.coalesce(func.sum(LLMCallRow.completion_tokens), 0),
+                   func.coalesce(func.sum(LLMCallRow.cost_usd), 0.0), func.count(LLMCallRow.id)).where(LLMCallRow.run_id == run_id)
+        ).one()
+        detail = {
+            "run_id": run.id, "started": run.started_at.isoformat(timespec="seconds"),
+            "finished": run.finished_at.isoformat(timespec="seconds") if run.finished_at else None, "status": run.status,
+            "provider": run.provider, "model": run.model, "options": run.options, "note": run.note, "kernels": kernels,
+            "llm": {"calls": tokens[3], "prompt_tokens": tokens[0], "completion_tokens": tokens[1], "cost_usd": tokens[2]},
+        }
+    # A flagged candidate that beats every accepted one, with its latest review decision (read now, not at run time).
+    reviews = {k.name: kernel_review(k, db) for k in run_kernels(db, run_id)}
+    for kernel in kernels:
+        kernel["review"] = reviews.get(kernel["name"])
+    return detail
+
+
+def list_candidates(db: Database, run_id: int | None = None, kernel: str | None = None) -> list[dict[str, Any]]:
+    with db.session() as session:
+        query = select(CandidateRow, EvaluationRow, ProblemRow.name).outerjoin(EvaluationRow, EvaluationRow.candidate_id == CandidateRow.id).join(ProblemRow, ProblemRow.id == CandidateRow.problem_id)
+        if run_id is not None:
+            query = query.where(CandidateRow.run_id == run_id)
+        if kernel is not None:
+            query = query.where(ProblemRow.name == kernel)
+        rows = session.execute(query.order_by(CandidateRow.id)).all()
+        return [candidate_summary(c, e, name) for c, e, name in rows]
+
+
+def candidate_summary(c: CandidateRow, e: EvaluationRow | None, kernel: str) -> dict[str, Any]:
+    return {
+        "id": c.id, "run_id": c.run_id, "kernel": kernel, "round": c.round, "origin": c.origin, "parent_id": c.parent_id, "note": c.note,
+        "status": e.status if e else ("unparseable" if c.parse_error else "pending"), "reason": e.reason if e else (c.parse_error or ""),
+        "speedup": e.speedup if e else None, "speedup_ci": [e.ci_low, e.ci_high] if e and e.ci_low is not None else None,
+        "candidate_ms": e.candidate_ms if e else None, "source_hash": c.source_hash,
+    }
+
+
+def candidate_detail(db: Database, candidate_id: int) -> dict[str, Any] | None:
+    with db.session() as session:
+        candidate = session.get(CandidateRow, candidate_id)
+        if candidate is None:
+            return None
+        evaluation = candidate.evaluation
+        kernel = session.get(ProblemRow, candidate.problem_id)
+        data = candidate_summary(candidate, evaluation, kernel.name if kernel else "?")
+        data.update({
+            "source": candidate.source.text if candidate.source else None, "diff_baseline": candidate.diff_baseline, "diff_parent": candidate.diff_parent,
+            "verdict": evaluation.verdict if evaluation else None, "llm_call_id": candidate.llm_call_id,
+        })
+        return data

@@ -1,0 +1,394 @@
+"""The A/B timing protocol between a baseline worker and a candidate worker.
+
+- Baseline and candidate live in separate sandboxed processes; the baseline's
+  process never imported candidate code.
+- Both are frozen (SIGSTOP) except while serving one request. Each timed call's
+  inputs are drawn here and written into the sealed input segment while the
+  sandbox is frozen, so they exist nowhere the candidate can read before its call.
+- The time of record on a CPU is this process's clock around each call (thaw ->
+  reply), less the harness overhead per call that the baseline's process shows
+  beyond its own timer (the baseline is trusted code). A candidate that lies about
+  its times, or moves work outside its own timer, cannot change the number; one
+  whose own clock disagrees grossly with ours is rejected. On a GPU the time of
+  record is CUDA events, corroborated the same way with the host clock.
+- Blocks alternate A B, B A, ... so drift and order effects cancel. Every timed
+  call gets an input set drawn for this round (both sides get the same sets, each
+  process sees each set once), so caching cannot win.
+- A random subset of each candidate block's calls, chosen here in secret, is audited:
+  outputs are read out of the frozen process right after the call and compared
+  with the reference once the block is over.
+- CPU time of every thread of the sandbox is accounted for from outside: a candidate
+  using more cores than its thread budget, or more threads than the baseline plus
+  that budget, is rejected with the numbers.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from kernel_agent.evaluate.compare import Tolerance, compare
+from kernel_agent.evaluate.sandbox.session import Timed, WorkerFailure, WorkerSession
+from kernel_agent.measure.stats import PROCESS_EFFECT, calls_per_block, speedup_interval
+from kernel_agent.problem.oracle import CaseMaker, fresh_seed
+
+CLAIM_SLACK_MS = 0.05  # a worker may not claim more time than this process's clock saw (clock granularity only)
+# The record of a call is the worker's claim, never less than this process's clock minus the median of
+# what it adds for the trusted baseline (IPC, the wake-up after a thaw, bookkeeping): a lie is worth
+# at most the baseline's overhead jitter, and a candidate whose own clock misses far more than the
+# baseline's, in most of its calls, is rejected by name.
+TAMPER_FRACTION = 0.35  # ...of its median claim
+TAMPER_SPREAD = 2.0  # ...and of the baseline's interquartile spread of that overhead
+TAMPER_MIN_MS = 0.02
+CORE_SLACK = 1.1  # CPU of the timed calls may exceed threads x their wall time by this factor...
+CORE_MIN_MS = {"cgroup cpu.stat": 5.0, "/proc stat ticks": 40.0}  # ...plus this (the accounting's granularity)
+THREAD_SLACK = 4  # tasks the candidate may run at once beyond the baseline's peak plus its thread budget
+POOL_BYTES = 1 << 30  # a round's input sets are kept for both sides up to this; beyond, each call draws its own
+LARGE_SET_BYTES = 64 << 20  # one call's inputs beyond this: audits compare with the same-dtype reference only
+REQUEST_MS = 2.0  # a request's kernel time should reach this (several calls per request for shorter kernels)...
+MAX_CALLS_PER_REQUEST = 64  # ...up to this many calls
+MAX_AUDITS_PER_BLOCK = 10
+
+
+class TimingFailure(Exception):
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+Config = tuple[tuple[int, ...], str]  # (shape, dtype)
+
+
+@dataclass
+class TimingJob:
+    """What one A/B timing needs from the evaluation (it never reaches into the evaluation itself)."""
+
+    configs: list[Config]
+    maker: CaseMaker
+    candidate: WorkerSession
+    baseline: WorkerSession
+    device: str
+    threads: int
+    rounds: int
+    target_block_ms: float
+    audit_fraction: float
+    timeout: float
+    tolerance: Callable[[str], Tolerance]
+    output_bytes: dict[Config, int]
+
+
+@dataclass
+class Samples:
+    """Every timed call of one side: config -> round -> calls."""
+
+    calls: list[list[list[Timed]]] = field(default_factory=list)
+
+    def flat(self, config: int) -> list[Timed]:
+        return [t for block in self.calls[config] for t in block]
+
+
+def measure_speedup(job: TimingJob) -> tuple[dict[str, Any], list[str]]:
+    # This process stays single-threaded while blocks are timed: idle OpenMP threads spin after
+    # each parallel region and would steal cores from whichever side is timed next.
+    with _single_threaded():
+        return _measure(job)
+
+
+_THREADS_LOCK = threading.Lock()
+_THREADS_STATE = {"holders": 0, "saved": 0}
+
+
+@contextmanager
+def _single_threaded() -> Iterator[None]:
+    """Run this thread single-threaded, then restore the count the first overlapping timing saw.
+
+    torch's thread count is part per-thread (OpenMP) and part process-wide (new threads start from
+    it); a plain save/restore in two overlapping timings (different devices) would let the second
+    save the first's 1 and leave it behind for every thread started later."""
+    with _THREADS_LOCK:
+        if _THREADS_STATE["holders"] == 0:
+            _THREADS_STATE["saved"] = torch.get_num_threads()
+        _THREADS_STATE["holders"] += 1
+        saved = _THREADS_STATE["saved"]
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        with _THREADS_LOCK:
+            _THREADS_STATE["holders"] -= 1
+        torch.set_num_threads(saved)
+
+
+@contextmanager
+def _failures_of(role: str) -> Iterator[None]:
+    """A worker failure during timing, worded for the side it came from."""
+    try:
+        yield
+    except WorkerFailure as exc:
+        status = exc.status if role == "candidate" else "runtime_error"
+        prefix = "during timing" if role == "candidate" else "the baseline failed during timing"
+        raise TimingFailure(status, f"{prefix}: {exc.reason}") from None
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How one config's timed calls are grouped: `calls` kernel calls per request, `requests` per block."""
+
+    calls: int
+    requests: int
+
+    @property
+    def per_block(self) -> int:
+        return self.calls * self.requests
+
+
+def request_shape(per_call_ms: float, target_block_ms: float) -> Shape:
+    """Several calls per request only for kernels much shorter than a request's own overhead
+    (about 0.5 ms here): the orchestrator's clock around a request must be dominated by the kernel
+    for it to bound the claims (a 0.05 ms kernel under 0.5 ms of jitter-prone overhead could claim
+    anything)."""
+    calls = 1 if per_call_ms <= 0 else max(1, min(MAX_CALLS_PER_REQUEST, math.ceil(REQUEST_MS / per_call_ms)))
+    return Shape(calls, calls_per_block(per_call_ms * calls, target_block_ms))
+
+
+def _warm_up(job: TimingJob) -> list[Shape]:
+    """Compilation and caches out of the numbers; the baseline's speed shapes the blocks."""
+    shapes = []
+    for shape, dtype in job.configs:
+        inputs = job.maker.inputs(shape, dtype, "normal", fresh_seed())
+        per_call_ms = 0.0
+        for role, side in (("baseline", job.baseline), ("candidate", job.candidate)):
+            message = {"cmd": "warmup", "min_calls": 10, "min_seconds": 0.025, "max_seconds": job.timeout / 4}
+            with _failures_of(role):
+                reply = side.request({**message, **side.place(inputs)}, "warmup")
+            if role == "baseline":
+                per_call_ms = 1000 * float(reply.get("seconds", 0)) / max(1, int(reply.get("calls", 1)))
+        shapes.append(request_shape(per_call_ms, job.target_block_ms / len(job.configs)))
+    return shapes
+
+
+class InputPlan:
+    """Fresh inputs for every timed call, within a memory bound.
+
+    While a round's sets fit in POOL_BYTES, both sides get the same sets (each process sees each
+    set once). Beyond it, every call of each side gets a set drawn for it alone. Nothing is ever
+    reused or derived from an earlier input: a kernel that kept an earlier output cannot answer."""
+
+    def __init__(self, job: TimingJob, config: Config, shape: Shape, rng: secrets.SystemRandom) -> None:
+        self.job, self.config, self.shape, self.rng = job, config, shape, rng
+        self.first: list[torch.Tensor] | None = self.draw()
+        self.set_bytes = sum(t.numel() * t.element_size() for t in self.first)
+        self.shared = self.set_bytes * shape.per_block <= POOL_BYTES
+
+    def draw(self) -> list[torch.Tensor]:
+        shape, dtype = self.config
+        return self.job.maker.inputs(shape, dtype, "normal", fresh_seed())
+
+    def round(self) -> list[list[torch.Tensor]] | None:
+        """The round's sets for both sides, or None when each call draws its own."""
+        if not self.shared:
+            return None
+        first, self.first = self.first, None
+        return [first if (i == 0 and first is not None) else self.draw() for i in range(self.shape.per_block)]
+
+    def audit_picks(self, rounds: int) -> set[tuple[int, int]]:
+        """(round, call) pairs of the candidate's to audit: a fraction of every block, chosen now and kept here."""
+        per_block = self.shape.per_block
+        count = min(MAX_AUDITS_PER_BLOCK, max(1, round(self.job.audit_fraction * per_block)))
+        return {(r, i) for r in range(rounds) for i in self.rng.sample(range(per_block), count)}
+
+
+def _measure(job: TimingJob) -> tuple[dict[str, Any], list[str]]:
+    """Rounds of requests interleaved one by one: the baseline and the candidate take turns on the
+    same input sets, the side that goes first swapping every request. Load, frequency and cache
+    effects that drift over a block (the side timed second in a block of blocks ran about 5% faster
+    here) then fall on both sides alike."""
+    rng = secrets.SystemRandom()
+    shapes = _warm_up(job)
+    plans = [InputPlan(job, config, shape, rng) for config, shape in zip(job.configs, shapes)]
+    picks = [plan.audit_picks(job.rounds) for plan in plans]
+    samples = {"baseline": Samples([[] for _ in job.configs]), "candidate": Samples([[] for _ in job.configs])}
+    sides = {"baseline": job.baseline, "candidate": job.candidate}
+    audited = 0
+    for round_index in range(job.rounds):
+        round_sets = [plan.round() for plan in plans]
+        for c, plan in enumerate(plans):
+            k, blocks, fetched = plan.shape.calls, {"baseline": [], "candidate": []}, []
+            for i in range(plan.shape.requests):
+                order = ("baseline", "candidate") if (round_index + i) % 2 == 0 else ("candidate", "baseline")
+                shared = round_sets[c][i * k : (i + 1) * k] if round_sets[c] is not None else None
+                for role in order:
+                    sets = shared if shared is not None else [plan.draw() for _ in range(k)]
+                    with _failures_of(role):
+                        timed = sides[role].timed_calls(sets, integrity=i == plan.shape.requests - 1)
+                        if role == "candidate":
+                            for j in range(k):
+                                if (round_index, i * k + j) in picks[c]:
+                                    fetched.append((sets[j], sides[role].read(timed.outputs[j], job.output_bytes[job.configs[c]])))
+                    if sum(claims(timed, job.device)) > timed.trusted_ms + CLAIM_SLACK_MS:
+                        raise TimingFailure("rejected", f"{role} claimed {sum(claims(timed, job.device)):.2f} ms for calls that took {timed.trusted_ms:.2f} ms (forged timer)")
+                    blocks[role].append(timed)
+            for role, block in blocks.items():
+                samples[role].calls[c].append(block)
+            _check_audits(job, fetched, job.configs[c][1], audited, plan.set_bytes > LARGE_SET_BYTES)
+            audited += len(fetched)
+        del round_sets
+    inputs = ["drawn per round, the same for both sides" if plan.shared else "drawn per call, for each side" for plan in plans]
+    return _summarize(job, samples, shapes, audited, inputs)
+
+
+def _check_audits(job: TimingJob, fetched: list[tuple[list, list]], dtype: str, before: int, large: bool) -> None:
+    """Compare audited outputs with the reference, after the block (both sandboxes are frozen).
+
+    Large inputs are compared with the same-dtype reference alone, at twice the tolerances (the
+    float64 gold and the precision rule already held on every check case): an audit is there to
+    catch a kernel that is right when checked and wrong when timed, and a float64 reference of
+    a multi-GB call costs seconds."""
+    for number, (inputs, outputs) in enumerate(fetched):
+        if large:
+            base = job.maker.reference_same_dtype(inputs)
+            tol = job.tolerance(dtype)
+            result = compare(outputs, base, base, Tolerance(2 * tol.rtol, 2 * tol.atol, 2 * tol.norm), precision=False)
+        else:
+            gold, base = job.maker.reference(inputs)
+            result = compare(outputs, gold, base, job.tolerance(dtype))
+        if not result.passed:
+            assert result.mismatch is not None
+            raise TimingFailure("incorrect", f"audited timed call {before + number + 1} returned a wrong result: {result.mismatch.line()}")
+
+
+def claims(timed: Timed, device: str) -> list[float]:
+    """What the worker says each call of a request took: CUDA events on a GPU, its host clock on a CPU."""
+    return timed.device_ms if device == "cuda" and timed.device_ms is not None else timed.host_ms
+
+
+def _gaps(requests: list[Timed], device: str) -> np.ndarray:
+    """What this process's clock saw beyond the worker's own claims, per request."""
+    return np.asarray([t.trusted_ms - sum(claims(t, device)) for t in requests])
+
+
+def overhead_bound(samples: Samples, config: int, device: str) -> float:
+    """The median of what this process's clock adds to the trusted baseline's own claims per request
+    (IPC, the wake-up after a thaw, the worker's bookkeeping)."""
+    return float(np.median(_gaps(samples.flat(config), device)))
+
+
+def records_ms(timed: Timed, bound_ms: float, device: str) -> list[float]:
+    """The time of record of each call of a request: the worker's claims, scaled up (never down)
+    until they add up to this process's clock less the baseline's median overhead. Both sides go
+    through the same rule, so honest jitter weighs alike on each; claims below what our clock saw
+    cannot lower the record."""
+    claimed = claims(timed, device)
+    total = sum(claimed)
+    scale = max(1.0, (timed.trusted_ms - bound_ms) / total) if total > 0 else 1.0
+    return [max(c * scale, 1e-4) for c in claimed]
+
+
+def timer_mismatch(candidate: list[Timed], baseline: list[Timed], device: str) -> str | None:
+    """A reason when the candidate's own clock misses far more of its requests than the baseline's does.
+
+    Pooled over all requests: the candidate's gaps must sit above the baseline's almost everywhere
+    (its lower quartile above their upper quartile) and the median excess must clear both a share
+    of its claims and twice the baseline's spread. A lie in some requests only is not named, and
+    buys nothing: the record is bounded by our clock in every request."""
+    cand, base = _gaps(candidate, device), _gaps(baseline, device)
+    if not len(cand) or not len(base):
+        return None
+    claimed = float(np.median([sum(claims(t, device)) for t in candidate]))
+    excess = float(np.median(cand) - np.median(base))
+    q25, q75 = np.quantile(base, [0.25, 0.75])
+    threshold = max(TAMPER_MIN_MS, TAMPER_FRACTION * claimed, TAMPER_SPREAD * float(q75 - q25))
+    if excess > threshold and float(np.quantile(cand, 0.25)) > float(q75):
+        return (
+            f"timer mismatch: the candidate's own clock claims {claimed:.3f} ms per request but the orchestrator's clock sees "
+            f"{excess:.3f} ms more per request than it sees for the baseline, in most of them: a forged or bypassed timer, or work hidden from it"
+        )
+    return None
+
+
+def _work_rules(job: TimingJob, samples: dict[str, Samples]) -> None:
+    """Reject a candidate whose sandbox did more work, or ran more tasks, than its budget allows.
+
+    CPU is judged against the wall time from thaw to reply (not to the freeze: a thread stuck in
+    the kernel could stretch that), with the accounting's own granularity as the only slack."""
+    calls = [t for c in range(len(job.configs)) for t in samples["candidate"].flat(c)]
+    cpu_ms = sum(t.cpu_ns for t in calls) / 1e6
+    wall_ms = sum(t.wall_ns for t in calls) / 1e6
+    allowed = wall_ms * job.threads * CORE_SLACK + CORE_MIN_MS.get(job.candidate.accounting.method, 40.0)
+    if cpu_ms > allowed:
+        raise TimingFailure(
+            "rejected",
+            f"the candidate's sandbox used {cpu_ms:.0f} ms of CPU during {wall_ms:.0f} ms of timed calls: more than its {job.threads} thread(s) allow",
+        )
+    cand, base = job.candidate.peak_tasks(), job.baseline.peak_tasks()
+    what = "at once (peak)"
+    if cand is None or base is None:
+        cand, base, what = job.candidate.accounting.max_threads, job.baseline.accounting.max_threads, "while frozen"
+    if cand > base + job.threads + THREAD_SLACK:
+        raise TimingFailure("rejected", f"the candidate's sandbox ran {cand} threads {what} where the baseline's ran {base} (thread budget {job.threads})")
+
+
+def _summarize(job: TimingJob, samples: dict[str, Samples], shapes: list[Shape], audited: int, inputs: list[str]) -> tuple[dict[str, Any], list[str]]:
+    _work_rules(job, samples)
+    flags: list[str] = []
+    per_side: dict[str, list[list[list[float]]]] = {"baseline": [], "candidate": []}
+    bounds = []
+    for c in range(len(job.configs)):
+        reason = timer_mismatch(samples["candidate"].flat(c), samples["baseline"].flat(c), job.device)
+        if reason:
+            raise TimingFailure("rejected", reason)
+        bound = overhead_bound(samples["baseline"], c, job.device)
+        bounds.append(bound)
+        for role in per_side:
+            per_side[role].append([[r for t in block for r in records_ms(t, bound, job.device)] for block in samples[role].calls[c]])
+    if job.device == "cuda":
+        flags += _cross_check(samples, len(job.configs))
+    estimate = speedup_interval(per_side["baseline"], per_side["candidate"])
+    result = {
+        "speedup": estimate.speedup,
+        "speedup_ci": [estimate.ci_low, estimate.ci_high],
+        "statistical_ci": estimate.statistical_ci,
+        "process_effect": PROCESS_EFFECT,
+        "baseline": vars(estimate.baseline),
+        "candidate": vars(estimate.candidate),
+        "rounds": estimate.rounds,
+        "calls_per_block": [shape.per_block for shape in shapes],
+        "calls_per_request": [shape.calls for shape in shapes],
+        "per_shape": [{"shape": list(shape), "dtype": dtype, **ps} for (shape, dtype), ps in zip(job.configs, estimate.per_shape)],
+        "audited_calls": audited,
+        "overhead_bound_ms": bounds,
+        "fresh_inputs_every_call": True,
+        "timed_inputs": inputs,
+        "clock": ("cuda events" if job.device == "cuda" else "worker perf_counter_ns") + ", bounded below by the orchestrator's clock per call less the baseline's overhead",
+        "threads": job.threads,
+        "accounting": {"baseline": job.baseline.accounting.to_json(), "candidate": job.candidate.accounting.to_json()},
+    }
+    return result, flags
+
+
+def _cross_check(samples: dict[str, Samples], configs: int) -> list[str]:
+    """On a GPU: the worker's host clock around each call against its device events, with the baseline's gap as the norm."""
+    def gaps(role: str) -> tuple[list[float], list[float]]:
+        host_gap, device = [], []
+        for c in range(configs):
+            for t in samples[role].flat(c):
+                for h, d in zip(t.host_ms, t.device_ms or [0.0] * len(t.host_ms)):
+                    host_gap.append(h - d)
+                    device.append(d)
+        return host_gap, device
+
+    cand_gap, cand_device = gaps("candidate")
+    base_gap, _ = gaps("baseline")
+    extra, cand_ms = float(np.median(cand_gap)) - float(np.median(base_gap)), float(np.median(cand_device))
+    if extra > max(0.1 * cand_ms, 0.05):
+        return [f"host clock exceeds device events by {extra:.3f} ms per call more than the baseline's (side-stream or background work?)"]
+    return []

@@ -1,0 +1,225 @@
+"""Compare candidate outputs with the trusted references (THREATS.md section 3.3).
+
+An output passes only if all of these hold against the float64 gold:
+(a) elementwise |out - gold| <= atol + rtol * |gold|;
+(b) error versus the same-dtype reference: max error <= 2 * base max error + slack,
+    mean error <= 1.5 * base mean error + slack, where slack is 64 units of the
+    dtype's rounding at the output's scale: room for honest reordering of sums,
+    none for computing in a narrower type (catches precision downgrades);
+(c) normwise ||out - gold|| / ||gold|| <= tau (catches near-zero outputs, where (a) is weak);
+plus exact shape and dtype, and no NaN/Inf where the gold has none.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kernel_agent.problem.load import as_outputs
+
+
+@dataclass
+class Tolerance:
+    rtol: float
+    atol: float
+    norm: float
+
+
+@dataclass
+class Mismatch:
+    """Why one output failed, with the first bad index and magnitudes for the author."""
+
+    check: str
+    output: int
+    message: str
+    index: list[int] | None = None
+    got: float | None = None
+    expected: float | None = None
+    max_abs_error: float | None = None
+
+    def line(self) -> str:
+        return f"output {self.output}: {self.message}"
+
+
+@dataclass
+class Comparison:
+    passed: bool
+    mismatch: Mismatch | None = None
+    max_abs_error: float = 0.0
+    rel_norm_error: float = 0.0
+    base_max_abs_error: float = 0.0
+    details: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _first_index(mask: torch.Tensor) -> list[int]:
+    flat = int(torch.nonzero(mask.reshape(-1))[0].item())
+    index = []
+    for size in reversed(mask.shape):
+        index.append(flat % size)
+        flat //= size
+    return list(reversed(index))
+
+
+def compare(outputs: Any, gold: tuple[torch.Tensor, ...], base: tuple[torch.Tensor, ...], tol: Tolerance, exhaustive: bool = True, precision: bool = True) -> Comparison:
+    """Check every element of every output; the first failure is reported precisely.
+
+    Without `exhaustive` an elementwise failure ends the comparison at the chunk that shows it
+    (the canaries: whether a cheater's output fails matters, not how badly). Without `precision`
+    the error-versus-baseline rule is skipped (a comparison with the same-dtype reference alone)."""
+    try:
+        outs = as_outputs(outputs)
+    except TypeError as exc:
+        return Comparison(False, Mismatch("type", 0, str(exc)))
+    if len(outs) != len(gold):
+        return Comparison(False, Mismatch("count", 0, f"returned {len(outs)} output(s), expected {len(gold)}"))
+    worst = Comparison(True)
+    for i, (out, g, b) in enumerate(zip(outs, gold, base)):
+        result = _compare_one(i, out, g, b, tol, exhaustive, precision)
+        worst.details.append({"output": i, "max_abs_error": result.max_abs_error, "rel_norm_error": result.rel_norm_error, "base_max_abs_error": result.base_max_abs_error})
+        worst.max_abs_error = max(worst.max_abs_error, result.max_abs_error)
+        worst.rel_norm_error = max(worst.rel_norm_error, result.rel_norm_error)
+        worst.base_max_abs_error = max(worst.base_max_abs_error, result.base_max_abs_error)
+        if not result.passed:
+            worst.passed = False
+            worst.mismatch = result.mismatch
+            return worst
+    return worst
+
+
+def _compare_one(i: int, out: torch.Tensor, gold: torch.Tensor, base: torch.Tensor, tol: Tolerance, exhaustive: bool = True, precision: bool = True) -> Comparison:
+    if tuple(out.shape) != tuple(gold.shape):
+        return Comparison(False, Mismatch("shape", i, f"shape {list(out.shape)}, expected {list(gold.shape)}"))
+    if out.dtype != base.dtype:
+        return Comparison(False, Mismatch("dtype", i, f"dtype {out.dtype}, expected {base.dtype}"))
+    if out.numel() == 0:
+        return Comparison(True)
+    if not gold.is_floating_point():
+        equal = torch.equal(out, gold.to(out.dtype))
+        if equal:
+            return Comparison(True)
+        bad = out != gold.to(out.dtype)
+        idx = _first_index(bad)
+        return Comparison(False, Mismatch("exact", i, f"integer output differs at {idx}", idx, float(out[tuple(idx)]), float(gold[tuple(idx)])))
+    stats = _Stats()
+    o_all, g_all, b_all = out.reshape(-1), gold.reshape(-1), base.reshape(-1)
+    for lo in range(0, o_all.numel(), CHUNK_ELEMENTS):  # float64 temporaries of one chunk, never of the whole output
+        failure = stats.add(o_all[lo : lo + CHUNK_ELEMENTS], g_all[lo : lo + CHUNK_ELEMENTS], b_all[lo : lo + CHUNK_ELEMENTS], lo, tol)
+        if failure is not None:
+            return Comparison(False, _located(failure, i, out.shape))
+        if stats.over_count and not exhaustive:
+            break
+    max_err, mean_err = stats.max_err, stats.sum_err / stats.count
+    base_max, base_mean = stats.base_max, stats.sum_base / stats.count
+    gold_norm = stats.sq_gold**0.5
+    rel_norm = stats.sq_err**0.5 / gold_norm if gold_norm > 0 else (0.0 if max_err == 0 else float("inf"))
+    result = Comparison(True, None, max_err, rel_norm, base_max)
+    if stats.over_count:
+        assert stats.over_first is not None
+        flat, got, expected = stats.over_first
+        idx = _unravel(flat, out.shape)
+        result.passed = False
+        message = (
+            f"{stats.over_count} of {out.numel()} elements differ beyond rtol={tol.rtol:g} atol={tol.atol:g}; "
+            f"first at {idx}: got {got:.6g}, expected {expected:.6g}; max abs error {max_err:.3g}"
+        )
+        result.mismatch = Mismatch("allclose", i, message, idx, got, expected, max_err)
+        return result
+    eps = torch.finfo(out.dtype).eps
+    max_slack, mean_slack = 64 * eps * stats.max_gold, 64 * eps * stats.sum_gold / stats.count
+    if precision and (max_err > 2 * base_max + max_slack or mean_err > 1.5 * base_mean + mean_slack):
+        result.passed = False
+        result.mismatch = Mismatch(
+            "precision", i,
+            f"error {max_err:.3g} (mean {mean_err:.3g}) is well above the same-dtype reference's {base_max:.3g} (mean {base_mean:.3g}): lower internal precision?",
+            max_abs_error=max_err,
+        )
+        return result
+    if rel_norm > tol.norm:
+        result.passed = False
+        result.mismatch = Mismatch("norm", i, f"relative norm error {rel_norm:.3g} exceeds {tol.norm:g}", max_abs_error=max_err)
+    return result
+
+
+CHUNK_ELEMENTS = 1 << 21  # float64 temporaries of 16 MB: under glibc's mmap threshold, so they are reused, not faulted in
+
+
+def _unravel(flat: int, shape: torch.Size) -> list[int]:
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size)
+        flat //= size
+    return list(reversed(index))
+
+
+def _located(failure: tuple[str, str, int | None, float | None, float | None], output: int, shape: torch.Size) -> Mismatch:
+    check, message, flat, got, expected = failure
+    idx = _unravel(flat, shape) if flat is not None else None
+    return Mismatch(check, output, message.format(idx=idx), idx, got, expected)
+
+
+class _Stats:
+    """Running sums and maxima of one output's errors, chunk by chunk."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.max_err = self.sum_err = self.base_max = self.sum_base = 0.0
+        self.sq_err = self.sq_gold = self.max_gold = self.sum_gold = 0.0
+        self.over_count = 0
+        self.over_first: tuple[int, float, float] | None = None
+        self.nonfinite = 0
+
+    def add(self, out: torch.Tensor, gold: torch.Tensor, base: torch.Tensor, offset: int, tol: Tolerance) -> tuple | None:
+        g = gold.double()
+        o = out.to(torch.float64, copy=True)
+        # A finite sum means every element is finite (one pass instead of a mask); else look closer.
+        if not (math.isfinite(float(o.sum())) and math.isfinite(float(g.sum()))):
+            finite_gold = torch.isfinite(g)
+            bad_nonfinite = ~torch.isfinite(o) & finite_gold
+            if bool(bad_nonfinite.any()):
+                first = int(torch.nonzero(bad_nonfinite)[0].item())
+                return ("nan", f"NaN/Inf at {{idx}} where the reference is finite ({int(bad_nonfinite.sum())} element(s) in this chunk)", offset + first, float(out[first]), float(g[first]))
+            keep = ~finite_gold
+            same = (o[keep] == g[keep]) | (torch.isnan(o[keep]) & torch.isnan(g[keep]))
+            if not bool(same.all()):
+                return ("nan", "non-finite reference values not reproduced", None, None, None)
+            o, g = o.masked_fill(keep, 0), g.masked_fill(keep, 0)
+            b = base.double().masked_fill(~torch.isfinite(base), 0)
+        else:
+            b = base.to(torch.float64, copy=True)
+        err = o.sub_(g).abs_()  # o is a fresh float64 copy: reuse it
+        base_err = b.sub_(g).abs_()
+        allowed = g.abs()
+        self.count += err.numel()
+        self.max_err = max(self.max_err, float(err.max()))
+        self.sum_err += float(err.sum())
+        self.sq_err += float(torch.dot(err, err))
+        self.base_max = max(self.base_max, float(base_err.max()))
+        self.sum_base += float(base_err.sum())
+        self.sq_gold += float(torch.dot(g, g))
+        self.max_gold = max(self.max_gold, float(allowed.max()))
+        self.sum_gold += float(allowed.sum())
+        count = int(torch.gt(err, allowed.mul_(tol.rtol).add_(tol.atol)).sum())
+        if count and self.over_first is None:
+            first = int(torch.nonzero(err > allowed)[0].item())
+            self.over_first = (offset + first, float(out[first]), float(g[first]))
+        self.over_count += count
+        return None
+
+
+def canary_outputs(gold: tuple[torch.Tensor, ...], base: tuple[torch.Tensor, ...], inputs: list[torch.Tensor]) -> Iterator[tuple[str, tuple[torch.Tensor, ...]]]:
+    """Cheater outputs every problem must reject: zeros, ones, the mean, passthrough, random.
+    One at a time, so a large output is never held six times over."""
+    generator = torch.Generator().manual_seed(1234)
+    yield "zeros", tuple(torch.zeros_like(b) for b in base)
+    yield "ones", tuple(torch.ones_like(b) for b in base)
+    yield "mean", tuple(torch.full_like(b, float(b.double().mean())) if b.is_floating_point() else b.clone() * 0 for b in base)
+    yield "random", tuple(torch.randn(b.shape, generator=generator).to(b.dtype) for b in base)
+    if all(b.is_floating_point() for b in base):
+        yield "uninitialized", tuple(torch.full_like(b, 3.0e38 if b.dtype == torch.float32 else 6.0e4) for b in base)
+    for j, inp in enumerate(inputs):
+        if len(base) == 1 and tuple(inp.shape) == tuple(base[0].shape) and inp.dtype == base[0].dtype:
+            yield f"input{j}", (inp,)

@@ -1,0 +1,429 @@
+"""Evaluate one candidate against one problem: the trusted verdict everything stands on.
+
+Order of work (DESIGN.md sections 4-6):
+static checks -> trusted build -> fresh inputs and references (this process,
+never the candidate's) -> sandboxed candidate runs every check case -> outputs
+compared here -> A/B timing against the baseline in its own sandbox, with fresh
+inputs every call and a post-hoc audit of timed outputs -> statistics.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from kernel_agent.core.fingerprint import fingerprint
+from kernel_agent.core.verdict import Verdict
+from kernel_agent.evaluate.ab_timing import TimingFailure, TimingJob, measure_speedup
+from kernel_agent.evaluate.backends import detect_backend, get_backend
+from kernel_agent.evaluate.backends.base import BuildContext, BuildFailed, Prepared
+from kernel_agent.evaluate.backends.lint import defines
+from kernel_agent.evaluate.compare import Tolerance, compare
+from kernel_agent.evaluate.device_lock import DeviceGate, NoGate
+from kernel_agent.evaluate.sandbox.isolation import Isolation, Limits, probe, write_trusted
+from kernel_agent.evaluate.sandbox.session import WorkerFailure, WorkerSession, WorkerSpec
+from kernel_agent.evaluate.sandbox.shm import InputSegment, nbytes
+from kernel_agent.measure.stats import DEFAULT_MIN_GAIN, SANITY_SPEEDUP
+from kernel_agent.problem.canaries import LOAD_AUDIT_BYTES, check_canaries
+from kernel_agent.problem.footprint import Footprint, largest_footprint, refusal
+from kernel_agent.problem.load import Problem, ProblemError
+from kernel_agent.problem.oracle import CaseMaker, CaseSpec, check_plan, fresh_seed
+
+INTERPRETER_MAX_ELEMENTS = 1 << 16  # larger shapes are skipped under the Triton interpreter (too slow)
+
+
+@dataclass
+class EvalOptions:
+    device: str = "auto"  # "auto", "cpu" or "cuda"
+    timeout: float = 180.0  # wall clock for each sandboxed process
+    backend: str | None = None
+    min_gain: float = DEFAULT_MIN_GAIN
+    sanity_speedup: float = SANITY_SPEEDUP
+    threads: int = field(default_factory=lambda: os.cpu_count() or 1)
+    rounds: int = 10
+    target_block_ms: float = 100.0
+    seeds_per_shape: int = 5
+    isolation: str = "auto"
+    sandbox_root: Path = Path("sandbox")
+    build_store: Path | None = None
+    keep_workdir: bool = False
+    limits: Limits = field(default_factory=Limits)
+    audit_fraction: float = 0.2
+    memory_budget: int | None = None  # bytes of host memory an evaluation may use (default: what is available now)
+    profile: str = "never"  # "faster" (verdicts faster or flagged) or "always": torch.profiler inside the sandbox after timing
+    profile_calls: int = 3
+    gate: DeviceGate | NoGate = field(default_factory=NoGate, repr=False)  # shared by parallel evaluations
+
+
+class EvaluationError(Exception):
+    """Ends an evaluation early with a verdict status and a one-line reason."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+_SIZED: dict[tuple, object] = {}
+
+
+def fits(problem: Problem, device: str, budget: int | None) -> str | None:
+    """Why the problem cannot be evaluated in the memory here (None: it fits), sized once per problem file."""
+    key = (str(problem.module_path), problem.module_path.stat().st_mtime, device, budget)
+    if key not in _SIZED:
+        _SIZED[key] = refusal(problem, device, budget)
+    return _SIZED[key]  # type: ignore[return-value]
+
+
+def sized(problem: Problem) -> Footprint | None:
+    """The problem's largest footprint, computed once per problem file (None if it cannot be built)."""
+    key = (str(problem.module_path), problem.module_path.stat().st_mtime, "footprint")
+    if key not in _SIZED:
+        try:
+            _SIZED[key] = largest_footprint(problem)
+        except Exception:  # noqa: BLE001 - refusal() reports why; here it only sizes a warm-up
+            _SIZED[key] = None
+    return _SIZED[key]  # type: ignore[return-value]
+
+
+def run_device(problem: Problem, requested: str) -> str:
+    """Where the candidate runs: CPU problems on CPU; GPU problems on a GPU when there is one."""
+    if problem.device == "cpu":
+        return "cpu"
+    if requested == "cpu":
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class Evaluation:
+    """One candidate, one problem, one verdict. Create, then `run()`."""
+
+    def __init__(self, problem: Problem, source: str, options: EvalOptions) -> None:
+        self.problem = problem
+        self.source = source
+        self.options = options
+        self.device = run_device(problem, options.device)
+        self.isolation: Isolation = probe(options.isolation).with_limits(options.limits)
+        self.started = time.monotonic()
+        self.durations: dict[str, float] = {}
+        self.accounts: dict[str, dict] = {}  # CPU per phase of each side's sandbox, measured from outside
+        self.workdir = (options.sandbox_root / f"{problem.name}-{uuid.uuid4().hex[:12]}").resolve()
+        self.verdict = Verdict(
+            status="rejected",
+            problem=problem.name,
+            device=self.device,
+            isolation=self.isolation.describe(),
+            environment=fingerprint(self.device, options.threads),
+        )
+
+    # ---- public ------------------------------------------------------------------
+    def run(self) -> Verdict:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._run()
+        except EvaluationError as exc:
+            self.verdict.status, self.verdict.reason = exc.status, exc.reason
+        except WorkerFailure as exc:
+            self.verdict.status, self.verdict.reason = exc.status, exc.reason
+        finally:
+            self.verdict.durations = {k: round(v, 4) for k, v in self.durations.items()}
+            if not self.options.keep_workdir:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+        self.verdict.reason = " ".join(self.verdict.reason.split())[:1000]
+        return self.verdict
+
+    # ---- phases -----------------------------------------------------------------
+    def _phase(self, name: str, started: float) -> None:
+        self.durations[name] = self.durations.get(name, 0.0) + time.perf_counter() - started
+
+    def _run(self) -> None:
+        gate, verdict = self.options.gate, self.verdict
+        with gate.shared(self.device):  # compiles and checks may overlap other evaluations'
+            prepared, maker, plan, candidate_path = self._prepare()
+            spec = self._spec("candidate", candidate_path, self.problem.entry_point, prepared, maker)
+            self.segment = InputSegment()  # one sealed input segment for both workers: each is frozen while the other runs
+            candidate = WorkerSession(spec, self.workdir, self.isolation, self.options.limits, time.monotonic() + self.options.timeout, self.segment)
+        try:
+            with gate.shared(self.device):
+                started = time.perf_counter()
+                try:
+                    candidate.start()
+                    candidate.load()
+                finally:
+                    verdict.candidate_output = candidate.log_tail()
+                self._phase("sandbox_start", started)
+                started = time.perf_counter()
+                try:
+                    self._verify(candidate, maker, plan)
+                finally:
+                    verdict.candidate_output = candidate.log_tail()
+                self._phase("verification", started)
+            verdict.correct = True
+            if prepared.interpreted:
+                verdict.status = "correct"
+                verdict.reason = "verified under the Triton interpreter (CPU); timing needs a GPU, so no speedup is reported"
+                return
+            waiting = time.monotonic()
+            with gate.exclusive(self.device):  # nothing else runs on this device while it is timed
+                candidate.deadline += time.monotonic() - waiting  # waiting for the device is not the candidate's time
+                started = time.perf_counter()
+                self._time(candidate, maker, plan)
+                self._phase("timing", started)
+                if self.options.profile == "always" or (self.options.profile == "faster" and verdict.status in ("faster", "flagged")):
+                    started = time.perf_counter()
+                    self._profile(candidate, maker)
+                    self._phase("profile", started)
+        finally:
+            candidate.close()
+            self.segment.close()
+            self.accounts["candidate"] = candidate.accounting.to_json()
+            verdict.accounting = dict(self.accounts)
+
+    def _prepare(self) -> tuple[Prepared, CaseMaker, list[CaseSpec], Path]:
+        """Static checks, trusted build and the check plan: everything before the candidate runs."""
+        problem, verdict = self.problem, self.verdict
+        too_large = fits(problem, self.device, self.options.memory_budget)
+        if too_large:
+            raise EvaluationError("rejected", too_large)
+        backend_name = self.options.backend or detect_backend(self.source)
+        backend = get_backend(backend_name)
+        verdict.backend = backend_name
+        started = time.perf_counter()
+        try:
+            tree = ast.parse(self.source)
+        except SyntaxError as exc:
+            raise EvaluationError("compile_error", f"SyntaxError: {exc.msg} (line {exc.lineno})") from None
+        findings = backend.lint(tree, self.source)
+        verdict.static = [vars(f) for f in findings]
+        hard = [f for f in findings if f.hard]
+        if hard:
+            first = hard[0]
+            where = f" (line {first.line})" if first.line else ""
+            raise EvaluationError("rejected", f"static check {first.rule}: {first.message}{where}")
+        if not defines(tree, problem.entry_point):
+            raise EvaluationError("compile_error", f"the candidate defines no `{problem.entry_point}`")
+        if backend_name == "cuda" and self.device != "cuda":
+            raise EvaluationError("rejected", "a CUDA (load_inline) candidate needs a CUDA device; none is available here")
+        candidate_path = self.workdir / "cand.py"  # as long as base.py (see sandbox.session.ROLE_TAGS)
+        write_trusted(candidate_path, self.source.encode())
+        try:
+            prepared = backend.prepare(self.source, self.device, self.workdir / "cand", self._build_context())
+        except BuildFailed as exc:
+            raise EvaluationError("compile_error", f"build failed: {exc}") from None
+        verdict.interpreted = prepared.interpreted
+        self._phase("compile", started)
+        started = time.perf_counter()
+        maker = CaseMaker(problem, self.device)
+        plan = self._plan(prepared)
+        self._phase("reference", started)
+        return prepared, maker, plan, candidate_path
+
+    def _plan(self, prepared: Prepared) -> list[CaseSpec]:
+        # The interpreter runs each program instance in numpy: fewer seeds per shape, still every shape and distribution.
+        plan = check_plan(self.problem, 2 if prepared.interpreted else self.options.seeds_per_shape)
+        if prepared.interpreted:
+            kept = []
+            for case in plan:
+                elements = 1
+                for dim in case.shape:
+                    elements *= dim
+                if elements <= INTERPRETER_MAX_ELEMENTS:
+                    kept.append(case)
+                else:
+                    self.verdict.checks.append({"case": case.label(), "passed": None, "note": "skipped under the interpreter (too large); checked on a GPU"})
+            plan = kept
+        if not plan:
+            raise EvaluationError("rejected", "no check shape is small enough to verify here")
+        return plan
+
+    def _tolerance(self, dtype: str) -> Tolerance:
+        rtol, atol = self.problem.tolerances[dtype]
+        tol = Tolerance(rtol, atol, self.problem.norm_tolerances[dtype])
+        self.verdict.tolerances[dtype] = vars(tol)
+        return tol
+
+    def _spec(self, role: str, source: Path, entry: str, prepared: Prepared, maker: CaseMaker) -> WorkerSpec:
+        state = None
+        if self.problem.kind == "kernelbench":
+            names, tensors = maker.state()
+            state = (names, tensors, maker.init_args)
+        env = {"OMP_NUM_THREADS": str(self.options.threads), "TORCHINDUCTOR_COMPILE_THREADS": "1", **prepared.env}
+        # Neither side reads the problem's folder: the baseline's source is copied into the work dir
+        # (a private folder, mode 0700, would hide the work dir below it from the sandbox uid).
+        masked = (self._problem_dir(), self.options.sandbox_root.resolve())
+        return WorkerSpec(role, source, entry, self.device, self.options.threads, env, prepared.extra_ro, masked, state, self._prefault_bytes())
+
+    def _prefault_bytes(self) -> int:
+        """Heap each worker backs at start, the same for both sides: a few calls' working sets, 256 MB to 1 GB."""
+        footprint = sized(self.problem)
+        per_call = footprint.inputs + footprint.outputs if footprint is not None else 0
+        return min(max(4 * per_call + (64 << 20), 256 << 20), 1 << 30)
+
+    def _expected_bytes(self, maker: CaseMaker, case: CaseSpec, inputs: list[torch.Tensor]) -> int:
+        """The reference's output size for a case (bounds what is read back), from the meta device when it can."""
+        key = (tuple(case.shape), case.dtype)
+        if key not in self.output_bytes:
+            try:
+                self.output_bytes[key] = nbytes(maker.reference_meta(inputs))
+            except Exception:  # noqa: BLE001 - an op without a meta kernel: size it from a real reference
+                self.output_bytes[key] = nbytes(maker.reference(inputs)[1])
+        return self.output_bytes[key]
+
+    def _problem_dir(self) -> Path:
+        return self.problem.path if self.problem.path.is_dir() else self.problem.path.parent
+
+    def _check_call(self, side: WorkerSession, inputs: list[torch.Tensor], repeat: int, out_bytes: int, label: str) -> list[torch.Tensor]:
+        """One check call: its outputs, read from the frozen worker, after the trusted side's own
+        bitwise check that the kernel left every input as it was given."""
+        reply = side.request(check_request(side, inputs, repeat, out_bytes), "check")
+        refs = side.output_refs(reply, "outputs")
+        devices = sorted({ref.device for ref in refs})
+        if any(d != self.device for d in devices):
+            raise EvaluationError("incorrect", f"outputs on {devices}, expected {self.device}")
+        changed = side.unchanged(side.output_refs(reply, "inputs"), inputs)
+        if changed:
+            raise EvaluationError("incorrect", f"{label}: input {changed[0]} was modified by the kernel (found by the trusted side's bitwise comparison)")
+        return side.read(refs, out_bytes)
+
+    def _verify(self, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]) -> None:
+        """Every check case, streamed: one case's inputs and references alive at a time."""
+        self.output_bytes: dict[tuple, int] = {}
+        audited: set[tuple] = set()
+        for index, case in enumerate(plan):
+            inputs = maker.inputs(case.shape, case.dtype, case.distribution, case.seed)
+            expected = self._expected_bytes(maker, case, inputs)
+            runs = []
+            for repeat in range(2 if index == 0 else 1):
+                try:
+                    runs.append(self._check_call(candidate, inputs, repeat, expected, case.label()))
+                except WorkerFailure as exc:
+                    raise WorkerFailure(exc.status, f"{case.label()}: {exc.reason}") from None
+            gold, base = maker.reference(inputs)  # after the worker's call: the two peaks never coincide
+            self.output_bytes[(tuple(case.shape), case.dtype)] = nbytes(base)
+            config = (tuple(case.shape), case.dtype)
+            if nbytes(inputs) + nbytes(base) > LOAD_AUDIT_BYTES and config not in audited:
+                audited.add(config)  # too large to audit at load: the canaries run on this case
+                try:
+                    check_canaries(self.problem, gold, base, inputs, self._tolerance(case.dtype), case.label())
+                except ProblemError as exc:
+                    raise EvaluationError("rejected", str(exc)) from None
+            result = compare(runs[0], gold, base, self._tolerance(case.dtype))
+            errors = {"max_abs_error": result.max_abs_error, "rel_norm_error": result.rel_norm_error, "base_max_abs_error": result.base_max_abs_error}
+            self.verdict.checks.append({"case": case.label(), "passed": result.passed, **errors})
+            if not result.passed:
+                assert result.mismatch is not None
+                raise EvaluationError("incorrect", f"{case.label()}: {result.mismatch.line()}")
+            if len(runs) == 2 and not all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(runs[0], runs[1])):
+                raise EvaluationError("incorrect", f"{case.label()}: two runs on the same input gave different bits (nondeterministic or reads uninitialised memory)")
+
+    def _time(self, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]) -> None:
+        problem, options = self.problem, self.options
+        baseline_path = self.workdir / "base.py"
+        write_trusted(baseline_path, problem.baseline_source.encode())
+        baseline_spec = self._spec("baseline", baseline_path, "Model" if problem.kind == "kernelbench" else "kernel", self._baseline_prepared(), maker)
+        deadline = time.monotonic() + options.timeout
+        baseline = WorkerSession(baseline_spec, self.workdir, self.isolation, options.limits, deadline, self.segment)
+        try:
+            self._time_against(baseline, candidate, maker, plan)
+        finally:
+            self.accounts["baseline"] = baseline.accounting.to_json()  # after close: its peak memory is read there
+
+    def _time_against(self, baseline: WorkerSession, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]) -> None:
+        problem, options, verdict = self.problem, self.options, self.verdict
+        with baseline:
+            try:
+                baseline.load()
+                self._replay_checks(baseline, maker, plan)
+            except WorkerFailure as exc:
+                raise EvaluationError("runtime_error", f"the baseline itself failed: {exc.reason}") from None
+            configs = [(tuple(shape), dtype) for dtype in problem.dtypes for shape in problem.shapes]
+            missing = [c for c in configs if c not in self.output_bytes]
+            if missing:
+                raise EvaluationError("rejected", f"no checked case for shape {list(missing[0][0])} {missing[0][1]}: cannot audit its timed outputs")
+            job = TimingJob(
+                configs=configs, maker=maker, candidate=candidate, baseline=baseline, device=self.device, threads=options.threads,
+                rounds=options.rounds, target_block_ms=options.target_block_ms, audit_fraction=options.audit_fraction,
+                timeout=options.timeout, tolerance=self._tolerance, output_bytes=self.output_bytes,
+            )
+            try:
+                estimate, reasons = measure_speedup(job)
+            except TimingFailure as exc:
+                raise EvaluationError(exc.status, exc.reason) from None
+        verdict.timing = estimate
+        speedup, (low, high) = estimate["speedup"], estimate["speedup_ci"]
+        verdict.speedup, verdict.speedup_ci = speedup, [low, high]
+        verdict.flags += reasons
+        if speedup > options.sanity_speedup:
+            verdict.flags.append(f"speedup {speedup:.1f}x exceeds the sanity bound {options.sanity_speedup:g}x: needs human review")
+        if verdict.flags:
+            verdict.status, verdict.reason = "flagged", "; ".join(verdict.flags)
+        elif low > 1 + options.min_gain:
+            verdict.status, verdict.reason = "faster", ""
+        else:
+            verdict.status = "correct"
+            verdict.reason = f"correct but not faster: speedup {speedup:.3f}x, 95% interval [{low:.3f}, {high:.3f}] does not clear {1 + options.min_gain:.2f}"
+
+    def _profile(self, candidate: WorkerSession, maker: CaseMaker) -> None:
+        """The candidate's operator breakdown at the first benchmark shape. It comes from the
+        candidate's own process, so it is sanitized, labelled as reported, and never changes the verdict."""
+        from kernel_agent.measure.op_breakdown import sanitize
+
+        shape, dtype = self.problem.shapes[0], self.problem.dtypes[0]
+        inputs = maker.inputs(shape, dtype, "normal", fresh_seed())
+        try:
+            reply = candidate.request({"cmd": "profile", "calls": self.options.profile_calls, **candidate.place(inputs)}, "profile")
+        except WorkerFailure as exc:
+            self.verdict.profile = {"error": f"profile unavailable: {exc.reason}"[:300]}
+            return
+        breakdown = sanitize(reply.get("breakdown"), self.device) if reply.get("ok") else None
+        if breakdown is None:
+            self.verdict.profile = {"error": f"profile unavailable: {str(reply.get('reason') or 'malformed breakdown')[:250]}"}
+            return
+        self.verdict.profile = {"shape": list(shape), "dtype": dtype, **breakdown, "reported_by": "the candidate's sandboxed process"}
+
+    def _replay_checks(self, baseline: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]) -> None:
+        """Give the baseline's process the same history as the candidate's (the same check calls,
+        redrawn from the same seeds), so allocator and cache state do not differ between the two sides."""
+        for index, case in enumerate(plan):
+            inputs = maker.inputs(case.shape, case.dtype, case.distribution, case.seed)
+            out_bytes = self.output_bytes.get((tuple(case.shape), case.dtype), 0)
+            for repeat in range(2 if index == 0 else 1):
+                baseline.request(check_request(baseline, inputs, repeat, out_bytes), "check")
+
+    def _build_context(self, deadline: float | None = None) -> BuildContext:
+        """Builds run under the evaluation's limits and never past its timeout."""
+        store = self.options.build_store or default_build_store()
+        return BuildContext(
+            store=store, isolation=self.isolation, sandbox_root=self.options.sandbox_root.resolve(),
+            deadline=deadline or self.started + self.options.timeout, limits=self.options.limits,
+        )
+
+    def _baseline_prepared(self) -> Prepared:
+        baseline_backend = detect_backend(self.problem.baseline_source)
+        try:
+            return get_backend(baseline_backend).prepare(self.problem.baseline_source, self.device, self.workdir / "base", self._build_context(time.monotonic() + self.options.timeout))
+        except BuildFailed as exc:
+            raise EvaluationError("runtime_error", f"the baseline failed to build: {exc}") from None
+
+
+def default_build_store() -> Path:
+    from kernel_agent.cpp import default_store
+
+    return default_store()
+
+
+def check_request(side: WorkerSession, inputs: list[torch.Tensor], repeat: int, out_bytes: int) -> dict:
+    """A check call's request: its inputs placed, allocator memory poisoned first (NaN, then another sentinel)."""
+    return {"cmd": "check", "poison_bytes": out_bytes, "poison_value": float("nan") if repeat == 0 else -7.0e37, **side.place(inputs)}
+
+
+def evaluate(problem: Problem, source: str, options: EvalOptions | None = None) -> Verdict:
+    """Evaluate `source` as a candidate for `problem` and return the verdict."""
+    return Evaluation(problem, source, options or EvalOptions()).run()

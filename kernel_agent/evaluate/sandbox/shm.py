@@ -1,0 +1,242 @@
+"""Tensors across the sandbox boundary without files: a sealed input segment, and reads of frozen memory.
+
+Inputs: the trusted side owns a memfd, maps it writable, then seals it
+(`F_SEAL_SHRINK | F_SEAL_FUTURE_WRITE`): the worker can map it read-only and
+nothing more; a write from the candidate faults instead of changing what the
+trusted side compares (its references come from its own copies anyway). The
+trusted side writes one call's inputs while the sandbox is frozen, just before
+that call, so no input exists anywhere the candidate can read before its call.
+
+Outputs: the worker reports where each output lives in its own memory
+(address, shape, strides, dtype); the trusted side reads those bytes itself, from
+`/proc/PID/mem`, while the sandbox is frozen right after the call. Nothing the
+candidate does later changes what was read, and no copy of every output runs
+inside the candidate's process (the trusted side reads only the calls it audits).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+from dataclasses import dataclass
+
+import torch
+
+from kernel_agent.core.tensorfile import DTYPE_NAMES, DTYPES
+
+ALIGN = 64
+F_SEAL_FUTURE_WRITE = 0x0010  # Linux 5.1; not every Python names it
+MAX_TENSORS = 256
+MAX_DIMS = 8
+
+
+class TransportError(ValueError):
+    """A layout or an output description that does not hold (one-line reason)."""
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Where one tensor sits in a segment (sent to the worker, who builds a view)."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    offset: int
+
+    def to_json(self) -> list:
+        return [self.dtype, list(self.shape), self.offset]
+
+
+def _nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+def _aligned(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+class InputSegment:
+    """The trusted side's end of one worker's input segment.
+
+    The memfd is sparse and as large as the host's memory: pages exist only once written,
+    so it never has to grow (a sealed segment cannot be re-mapped writable, even by us)."""
+
+    def __init__(self) -> None:
+        self.fd = os.memfd_create("kernel-agent-inputs", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        self.capacity = os.sysconf("SC_PHYS_PAGES") * mmap.PAGESIZE
+        os.ftruncate(self.fd, self.capacity)
+        self.map: mmap.mmap | None = mmap.mmap(self.fd, self.capacity, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_SEAL)
+        self.used = 0  # bytes the last placement wrote
+
+    def place(self, tensors: list[torch.Tensor]) -> list[Placed]:
+        """Copy `tensors` into the segment (call while the sandbox is frozen); return their layout.
+
+        Whatever an earlier, larger placement left beyond the new inputs is zeroed: the segment
+        holds this call's inputs and nothing another call will get later."""
+        need = sum(_aligned(_nbytes(t)) for t in tensors)
+        if need > self.capacity:
+            raise TransportError(f"one call's inputs need {need} bytes, more than this host's memory")
+        assert self.map is not None
+        layout, offset = [], 0
+        for tensor in tensors:
+            if tensor.dtype not in DTYPE_NAMES:
+                raise TransportError(f"unsupported input dtype {tensor.dtype}")
+            source = tensor.detach().contiguous()
+            size = _nbytes(source)
+            if size:
+                target = torch.frombuffer(self.map, dtype=torch.uint8, count=size, offset=offset)
+                target.copy_(source.reshape(-1).view(torch.uint8))
+            layout.append(Placed(DTYPE_NAMES[tensor.dtype], tuple(source.shape), offset))
+            offset += _aligned(size)
+        if self.used > offset:
+            torch.frombuffer(self.map, dtype=torch.uint8, count=self.used - offset, offset=offset).zero_()
+        self.used = offset
+        return layout
+
+    def close(self) -> None:
+        if self.map is not None:
+            self.map.close()
+            self.map = None
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+def map_readonly(fd: int) -> mmap.mmap:
+    """The worker's view of its input segment (read-only; the seal refuses anything else)."""
+    return mmap.mmap(fd, os.fstat(fd).st_size, mmap.MAP_SHARED, mmap.PROT_READ)
+
+
+def views(segment: mmap.mmap, layout: list) -> list[torch.Tensor]:
+    """The worker side: tensors viewing the segment, one per placed input (no copy)."""
+    import warnings
+
+    tensors = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "the given buffer is not writable": that is the point
+        for dtype_name, shape, offset in layout:
+            dtype = DTYPES[dtype_name]
+            numel = 1
+            for dim in shape:
+                numel *= dim
+            if numel == 0:
+                tensors.append(torch.empty(shape, dtype=dtype))
+                continue
+            tensors.append(torch.frombuffer(segment, dtype=dtype, count=numel, offset=offset).view(shape))
+    return tensors
+
+
+# ---- outputs: the trusted side reads the frozen worker's memory -----------------------------
+
+
+@dataclass(frozen=True)
+class OutputRef:
+    """An output as the worker describes it: where it lives in the worker's memory."""
+
+    address: int
+    dtype: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    device: str
+
+    @classmethod
+    def of(cls, host: torch.Tensor, device: str) -> OutputRef:
+        """The worker side: describe a host tensor (alive until the trusted side has read it) that came from `device`."""
+        return cls(host.data_ptr(), DTYPE_NAMES.get(host.dtype, str(host.dtype)), tuple(host.shape), tuple(host.stride()), device)
+
+    def to_json(self) -> list:
+        return [self.address, self.dtype, list(self.shape), list(self.strides), self.device]
+
+    @classmethod
+    def parse(cls, value: object) -> OutputRef:
+        """Decode one description from the worker, checking every field's type and range."""
+        if not (isinstance(value, list) and len(value) == 5):
+            raise TransportError("an output description is not a 5-element list")
+        address, dtype, shape, strides, device = value
+        if type(address) is not int or address < 0 or address >= 1 << 64:
+            raise TransportError("an output address is not a valid pointer")
+        if not isinstance(dtype, str) or not isinstance(device, str) or len(device) > 16:
+            raise TransportError("an output dtype or device is not a string")
+        for dims, what in ((shape, "shape"), (strides, "strides")):
+            if not (isinstance(dims, list) and len(dims) <= MAX_DIMS and all(type(d) is int for d in dims)):
+                raise TransportError(f"an output {what} is malformed")
+        if len(shape) != len(strides) or any(d < 0 for d in shape) or any(s < 0 for s in strides):
+            raise TransportError("an output's shape and strides do not match")
+        return cls(address, dtype, tuple(shape), tuple(strides), device)
+
+    def span_bytes(self, itemsize: int) -> int:
+        """Bytes from the first to one past the last element."""
+        if any(d == 0 for d in self.shape):
+            return 0
+        return (sum((d - 1) * s for d, s in zip(self.shape, self.strides)) + 1) * itemsize
+
+
+class MemoryReader:
+    """Reads tensors out of a frozen sandbox process's memory (`/proc/PID/mem`)."""
+
+    def __init__(self, pid: int) -> None:
+        self.fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+
+    def read(self, ref: OutputRef, limit_bytes: int) -> torch.Tensor:
+        """The tensor `ref` describes, copied into this process. The dtype is read as the worker
+        names it (a wrong dtype is the comparison's to report); the span must stay within `limit_bytes`."""
+        dtype = DTYPES.get(ref.dtype)
+        if dtype is None:
+            raise TransportError(f"output dtype {ref.dtype!r} is not one the trusted side reads")
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        span = ref.span_bytes(itemsize)
+        if span > limit_bytes:
+            raise TransportError(f"an output spans {span} bytes, over the {limit_bytes}-byte bound for this call")
+        if span == 0:
+            return torch.empty(ref.shape, dtype=dtype)
+        buffer = torch.empty(span, dtype=torch.uint8)
+        view = memoryview(buffer.numpy()).cast("B")
+        done = 0
+        while done < span:
+            try:
+                got = os.preadv(self.fd, [view[done:]], ref.address + done)
+            except OSError as exc:
+                raise TransportError(f"output memory at {ref.address:#x} is not readable ({exc.strerror})") from None
+            if got <= 0:
+                raise TransportError(f"output memory at {ref.address:#x} ended early")
+            done += got
+        flat = buffer.view(dtype)
+        return torch.as_strided(flat, ref.shape, ref.strides).contiguous()
+
+    def matches(self, ref: OutputRef, expected: torch.Tensor, chunk_bytes: int = 64 << 20) -> bool:
+        """Whether the memory `ref` names holds exactly `expected` (dtype, shape and bits), compared a
+        chunk at a time so a large input is never copied whole into this process."""
+        if DTYPES.get(ref.dtype) != expected.dtype or ref.shape != tuple(expected.shape):
+            return False
+        contiguous = expected.contiguous()
+        if ref.strides != tuple(contiguous.stride()):
+            return torch.equal(self.read(ref, 4 * _nbytes(expected) + ALIGN), contiguous)
+        flat = contiguous.reshape(-1).view(torch.uint8) if contiguous.numel() else torch.empty(0, dtype=torch.uint8)
+        buffer = torch.empty(min(chunk_bytes, max(1, flat.numel())), dtype=torch.uint8)
+        view = memoryview(buffer.numpy()).cast("B")
+        for start in range(0, flat.numel(), chunk_bytes):
+            size = min(chunk_bytes, flat.numel() - start)
+            try:
+                got = os.preadv(self.fd, [view[:size]], ref.address + start)
+            except OSError:
+                return False
+            if got != size or not torch.equal(buffer[:size], flat[start : start + size]):
+                return False
+        return True
+
+    def close(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+def read_bound(expected_bytes: int) -> int:
+    """The most bytes the trusted side reads for one call: a generous multiple of what it expects."""
+    return 4 * expected_bytes + (1 << 20)
+
+
+def nbytes(tensors: list[torch.Tensor] | tuple[torch.Tensor, ...]) -> int:
+    return sum(_nbytes(t) for t in tensors)

@@ -1,0 +1,144 @@
+"""Trusted-side inputs and reference outputs.
+
+Inputs are drawn here from secret seeds (never sent to the worker: it gets
+tensors, not seeds). Reference outputs are computed here too, in a process that
+never imports candidate code: a float64 "gold" and the same-dtype reference
+("base") used by the error-versus-baseline rule.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from kernel_agent.problem.load import Problem, Shape, as_outputs, seeded_generator, torch_dtype
+
+
+@dataclass
+class CaseSpec:
+    """One correctness case: what to draw, never the drawn values' seed in public."""
+
+    shape: Shape
+    dtype: str
+    distribution: str
+    seed: int
+
+    def label(self) -> str:
+        return f"shape={list(self.shape)} dtype={self.dtype} inputs={self.distribution}"
+
+
+def fresh_seed() -> int:
+    return secrets.randbits(62)
+
+
+def check_plan(problem: Problem, seeds_per_shape: int = 5, bench_seeds: int = 2) -> list[CaseSpec]:
+    """Every check shape with `seeds_per_shape` fresh seeds, benchmark shapes with fewer.
+
+    Distributions alternate so each shape sees every declared distribution.
+    """
+    plan: list[CaseSpec] = []
+    dists = problem.distributions
+    for dtype in problem.dtypes:
+        for shape in problem.all_check_shapes():
+            benchmark_only = shape in problem.shapes and shape not in problem.check_shapes and problem.check_shapes
+            count = bench_seeds if benchmark_only else seeds_per_shape
+            count = max(count, len(dists))
+            for index in range(count):
+                plan.append(CaseSpec(shape, dtype, dists[index % len(dists)], fresh_seed()))
+    return plan
+
+
+class CaseMaker:
+    """Draws inputs and computes references for one problem on one device."""
+
+    def __init__(self, problem: Problem, device: str) -> None:
+        self.problem = problem
+        self.device = device
+        self.module = problem.module
+        self.model: torch.nn.Module | None = None
+        self.gold_model: torch.nn.Module | None = None
+        self.init_args: list[Any] = []
+        self.meta_model: torch.nn.Module | None = None
+        if problem.kind == "kernelbench":
+            self._build_models()
+
+    # ---- KernelBench weights -------------------------------------------------
+    def _build_models(self) -> None:
+        module = self.module
+        torch.manual_seed(fresh_seed())
+        self.init_args = list(module.get_init_inputs())
+        model = module.Model(*self.init_args)
+        randomize_parameters(model, seeded_generator(fresh_seed()))
+        self.model = model.to(self.device).eval()
+        self.gold_model = copy.deepcopy(model).to(self.device).double().eval()
+
+    def state(self) -> tuple[list[str], list[torch.Tensor]]:
+        assert self.model is not None
+        state = self.model.state_dict()
+        return list(state), [t.detach().cpu() for t in state.values()]
+
+    # ---- inputs ---------------------------------------------------------------
+    def inputs(self, shape: Shape, dtype: str, distribution: str, seed: int) -> list[torch.Tensor]:
+        generator = seeded_generator(seed)
+        if self.problem.kind == "kernelbench":
+            torch.manual_seed(seed)
+            drawn = list(self.module.get_inputs())
+        else:
+            drawn = list(self.module.make_inputs(shape, torch_dtype(dtype), "cpu", generator))
+        if distribution == "uniform":
+            drawn = [torch.rand(t.shape, generator=generator, dtype=t.dtype) if t.is_floating_point() else t for t in drawn]
+        return [t.contiguous() for t in drawn]
+
+    # ---- references -----------------------------------------------------------
+    def reference_meta(self, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """The reference's outputs on the meta device: their shapes and dtypes, at no cost."""
+        metas = [t.to("meta") for t in inputs]
+        with torch.no_grad():
+            if self.problem.kind == "kernelbench":
+                if self.meta_model is None:
+                    with torch.device("meta"):
+                        self.meta_model = self.module.Model(*self.init_args)
+                return as_outputs(self.meta_model(*metas))
+            return as_outputs(self.module.reference(*metas))
+
+    def reference_same_dtype(self, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """The reference in the inputs' own dtype only (no float64 gold), on CPU."""
+        with torch.no_grad():
+            on_device = [t.to(self.device) for t in inputs]
+            model = self.model if self.problem.kind == "kernelbench" else self.module.reference
+            assert model is not None
+            return tuple(t.cpu() for t in as_outputs(model(*on_device)))
+
+    def reference(self, inputs: list[torch.Tensor]) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+        """(gold in float64, base in the inputs' dtype), both on CPU.
+
+        The float64 copies of the inputs live only while the gold is computed, so one case never
+        holds more than its inputs, their float64 copies and the two references at once."""
+        with torch.no_grad():
+            on_device = [t.to(self.device) for t in inputs]
+            doubles = [t.double() if t.is_floating_point() else t for t in on_device]
+            if self.problem.kind == "kernelbench":
+                assert self.model is not None and self.gold_model is not None
+                gold = tuple(t.cpu() for t in as_outputs(self.gold_model(*doubles)))
+                del doubles
+                base = as_outputs(self.model(*on_device))
+            else:
+                gold = tuple(t.cpu() for t in as_outputs(self.module.reference(*doubles)))
+                del doubles
+                base = as_outputs(self.module.reference(*on_device))
+        return gold, tuple(t.cpu() for t in base)
+
+
+def randomize_parameters(model: torch.nn.Module, generator: torch.Generator) -> None:
+    """Move every floating parameter off its initial value (a LayerNorm at 1/0 hides bugs)."""
+    with torch.no_grad():
+        for param in model.parameters():
+            if not param.is_floating_point():
+                continue
+            spread = float(param.float().std()) if param.numel() > 1 else 0.0
+            scale = spread if spread > 1e-3 else 0.1
+            param.add_(torch.randn(param.shape, generator=generator, dtype=param.dtype) * scale)

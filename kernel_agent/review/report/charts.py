@@ -1,0 +1,186 @@
+"""Charts as inline SVG (matplotlib, Agg): no image files, no data: URLs, nothing to fetch.
+
+Why SVG inline: the report must open offline as one file, and inline SVG
+makes no request at all, so the browser test can demand zero network traffic.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from matplotlib.figure import Figure  # noqa: E402 - after choosing the backend
+
+from kernel_agent.db.review_reads import CandidateRecord, KernelRecord  # noqa: E402
+
+STATUS_COLORS = {"faster": "#1a7f37", "flagged": "#bf8700", "correct": "#0969da"}
+
+
+def _svg(figure: Figure) -> str:
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight")
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]
+
+
+def _timed(kernel: KernelRecord) -> list[CandidateRecord]:
+    return [c for c in kernel.candidates if c.origin != "baseline" and c.speedup is not None]
+
+
+def kernel_chart(kernel: KernelRecord) -> str | None:
+    """Each timed candidate's speedup by round (with its 95% interval), and the best accepted so far."""
+    timed = _timed(kernel)
+    if not timed:
+        return None
+    figure = Figure(figsize=(6.4, 2.8), dpi=100)
+    axes = figure.add_subplot()
+    for status in sorted({c.status for c in timed}):
+        group = [c for c in timed if c.status == status]
+        lows = [max(0.0, c.speedup - c.ci_low) if c.ci_low is not None else 0.0 for c in group]
+        highs = [max(0.0, c.ci_high - c.speedup) if c.ci_high is not None else 0.0 for c in group]
+        axes.errorbar([c.round for c in group], [c.speedup for c in group], yerr=[lows, highs], fmt="o", capsize=3,
+                      color=STATUS_COLORS.get(status, "#6e7781"), label=status)
+    rounds = sorted({c.round for c in timed} | {0})
+    best, best_so_far = 1.0, []
+    for r in rounds:
+        accepted = [c.speedup for c in timed if c.round == r and c.status == "faster"]
+        best = max([best, *accepted])
+        best_so_far.append(best)
+    axes.step(rounds, best_so_far, where="post", color="#1a7f37", alpha=0.6, label="best accepted")
+    axes.axhline(1.0, color="#57606a", linestyle="--", linewidth=1)
+    axes.set_xlabel("round")
+    axes.set_ylabel("speedup vs baseline (x)")
+    axes.set_xticks(rounds)
+    axes.set_title(kernel.name, fontsize=10)
+    axes.legend(fontsize=8, loc="best")
+    axes.grid(alpha=0.3)
+    return _svg(figure)
+
+
+def run_chart(kernels: list[KernelRecord]) -> str:
+    """Best accepted speedup per kernel (1.0x where none was accepted), with its 95% interval."""
+    figure = Figure(figsize=(6.4, 0.6 + 0.45 * max(1, len(kernels))), dpi=100)
+    axes = figure.add_subplot()
+    names, values, errors, colors = [], [], [[], []], []
+    for k in kernels:
+        best = next((c for c in k.candidates if c.id == k.best_candidate_id), None)
+        names.append(k.name)
+        if best is not None and best.speedup is not None:
+            values.append(best.speedup)
+            errors[0].append(max(0.0, best.speedup - (best.ci_low or best.speedup)))
+            errors[1].append(max(0.0, (best.ci_high or best.speedup) - best.speedup))
+            colors.append(STATUS_COLORS.get(best.status, "#6e7781"))
+        else:
+            values.append(1.0)
+            errors[0].append(0.0)
+            errors[1].append(0.0)
+            colors.append("#d0d7de")
+    positions = list(range(len(names)))
+    axes.barh(positions, values, xerr=errors, color=colors, capsize=3)
+    ends = [value + high for value, high in zip(values, errors[1])]
+    for y, (end, value, k) in enumerate(zip(ends, values, kernels)):
+        axes.text(end, y, f"  {value:.2f}x" if k.best_candidate_id else f"  {k.status}", va="center", fontsize=8)
+    axes.set_yticks(positions, labels=names)
+    axes.invert_yaxis()
+    axes.axvline(1.0, color="#57606a", linestyle="--", linewidth=1)
+    axes.set_xlabel("best speedup vs baseline (x)")
+    axes.set_xlim(0, max(ends) * 1.35)
+    axes.grid(axis="x", alpha=0.3)
+    return _svg(figure)
+
+
+@dataclass
+class RooflinePoint:
+    kernel: str
+    shape: str
+    dtype: str
+    intensity: float  # FLOP per byte of minimum traffic
+    baseline_gflops: float
+    best_gflops: float | None  # None: nothing beat the baseline
+
+
+@dataclass
+class Roofline:
+    """One device's ceilings and every kernel's baseline and winner on it."""
+
+    device: str
+    memory_gbps: float
+    gflops: dict[str, float]  # dtype -> measured matmul GFLOP/s
+    points: list[RooflinePoint]
+
+    def roof(self, dtype: str) -> tuple[float, str]:
+        """The compute roof for a dtype, by the rule the floors were computed with."""
+        from kernel_agent.measure.profile import peak_rate
+
+        peak, used = peak_rate(self.gflops, dtype)
+        return float(peak or 0.0), str(used or dtype)
+
+
+def roofline_data(kernels: list[KernelRecord]) -> list[Roofline]:
+    """Per device fingerprint: ceilings from the stored verdicts, and each shape's achieved GFLOP/s.
+
+    The winner's point and its baseline point come from the same A/B run (the best
+    candidate's verdict), so the arrow between them is a side-by-side measurement.
+    Shapes with no FLOPs (pure data movement) have no place on a FLOP/s axis.
+    """
+    found: dict[str, Roofline] = {}
+    for kernel in kernels:
+        best = next((c for c in kernel.candidates if c.id == kernel.best_candidate_id), None)
+        baseline = next((c for c in kernel.candidates if c.origin == "baseline"), None)
+        source = best if best is not None and best.verdict.get("roofline") else baseline
+        record = source.verdict.get("roofline") if source is not None else None
+        if not isinstance(record, dict) or not record.get("gflops"):
+            continue
+        line = found.setdefault(record.get("fingerprint", record["device"]), Roofline(record["device"], record["memory_gbps"], dict(record["gflops"]), []))
+        for shape in record.get("shapes", []):
+            flops, base_ms = shape.get("flops") or 0, shape.get("baseline_median_ms")
+            if flops <= 0 or not base_ms or not shape.get("intensity"):
+                continue
+            best_ms = shape.get("candidate_median_ms") if source is best else None
+            line.points.append(RooflinePoint(
+                kernel.name, "x".join(str(d) for d in shape["shape"]), str(shape.get("dtype", "")), shape["intensity"], flops / base_ms / 1e6,
+                flops / best_ms / 1e6 if best_ms else None,
+            ))
+    return [line for line in found.values() if line.points]
+
+
+def roofline_chart(line: Roofline) -> str:
+    """Log-log roofline: the bandwidth slope and the matmul roof, baselines hollow, winners filled."""
+    figure = Figure(figsize=(6.4, 4.0), dpi=100)
+    axes = figure.add_subplot()
+    xs = [p.intensity for p in line.points]
+    roofs = sorted({line.roof(p.dtype) for p in line.points}, reverse=True)
+    ridges = [peak / line.memory_gbps for peak, _ in roofs]
+    lo, hi = min(xs + ridges) / 4, max(xs + ridges) * 4
+    grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    for (peak, dtype), style in zip(roofs, ("-", "--", ":", "-.")):
+        axes.plot(grid, [min(peak, line.memory_gbps * x) for x in grid], color="#24292f", linewidth=1.5, linestyle=style,
+                  label=f"roof: {line.memory_gbps:.3g} GB/s, {peak:.4g} GFLOP/s ({dtype} matmul)")
+    kernels = list(dict.fromkeys(p.kernel for p in line.points))  # one color per kernel, first-seen order
+    palette = matplotlib.colormaps["tab10"]
+    color_of = {name: palette(i % 10) for i, name in enumerate(kernels)}
+    for point in line.points:
+        color = color_of[point.kernel]
+        axes.scatter([point.intensity], [point.baseline_gflops], facecolors="none", edgecolors=[color], s=40)
+        if point.best_gflops is not None:
+            axes.scatter([point.intensity], [point.best_gflops], color=[color], s=40, marker="D")
+            axes.annotate("", xy=(point.intensity, point.best_gflops), xytext=(point.intensity, point.baseline_gflops),
+                          arrowprops={"arrowstyle": "->", "color": color, "alpha": 0.7})
+    for name in kernels:
+        shapes = ", ".join(p.shape for p in line.points if p.kernel == name)
+        axes.scatter([], [], color=[color_of[name]], marker="D", s=40, label=f"{name} ({shapes})")
+    axes.scatter([], [], facecolors="none", edgecolors=["#57606a"], s=40, label="hollow: baseline")
+    axes.scatter([], [], color=["#57606a"], marker="D", s=40, label="filled: best candidate")
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlim(lo, hi)
+    axes.set_xlabel("arithmetic intensity (FLOP per byte of minimum traffic)")
+    axes.set_ylabel("achieved GFLOP/s")
+    axes.set_title(f"roofline on {line.device} (ceilings measured by kernel-agent)", fontsize=10)
+    axes.grid(alpha=0.3, which="both")
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    return _svg(figure)

@@ -1,0 +1,111 @@
+"""Gather everything the report shows into plain records (the template only formats)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernel_agent.db.reads import run_detail
+from kernel_agent.db.review_reads import CandidateRecord, KernelRecord, kernel_review, lineage, run_kernels
+from kernel_agent.db.session import Database
+from kernel_agent.review.report.charts import kernel_chart, roofline_chart, roofline_data, run_chart
+from kernel_agent.review.report.diffs import side_by_side
+
+PASSING = ("faster", "correct", "flagged")
+PROVENANCE_KEYS = ("device_name", "torch", "triton", "cuda", "python", "kernel_agent", "threads", "platform")
+
+
+@dataclass
+class DiffView:
+    title: str
+    html: str
+
+
+@dataclass
+class KernelView:
+    record: KernelRecord
+    chart_svg: str | None
+    best: CandidateRecord | None
+    lineage: list[CandidateRecord]
+    diffs: list[DiffView]
+    counts: dict[str, int]
+    review: dict[str, Any] | None = None  # a flagged candidate that beats every accepted one (review_queries.review_summary)
+
+
+@dataclass
+class Failure:
+    candidate_id: int
+    kernel: str
+    round: int
+    origin: str
+    reason: str
+
+
+@dataclass
+class ReportData:
+    run: dict[str, Any]
+    run_chart_svg: str
+    kernels: list[KernelView]
+    failures: dict[str, list[Failure]]
+    provenance: list[dict[str, Any]]
+    reviews: list[CandidateRecord] = field(default_factory=list)
+    rooflines: list[tuple[str, str]] = field(default_factory=list)  # (device, inline SVG)
+
+
+def _diffs(chain: list[CandidateRecord]) -> list[DiffView]:
+    """Baseline -> best, then each step of the lineage when there are intermediate parents."""
+    if len(chain) < 2 or chain[0].source is None or chain[-1].source is None:
+        return []
+    first, last = chain[0], chain[-1]
+    views = [DiffView(f"baseline (candidate {first.id}) vs best (candidate {last.id})",
+                      side_by_side(first.source, last.source, f"baseline #{first.id}", f"candidate #{last.id}"))]
+    if len(chain) > 2:
+        for parent, child in zip(chain, chain[1:]):
+            if parent.source is not None and child.source is not None:
+                views.append(DiffView(f"step: candidate {parent.id} -> candidate {child.id} (round {child.round})",
+                                      side_by_side(parent.source, child.source, f"#{parent.id}", f"#{child.id}")))
+    return views
+
+
+def _kernel_view(kernel: KernelRecord, db: Database | None = None) -> KernelView:
+    best = next((c for c in kernel.candidates if c.id == kernel.best_candidate_id), None)
+    chain = lineage(kernel.candidates, best.id) if best else []
+    counts: dict[str, int] = {}
+    for c in kernel.candidates:
+        if c.origin != "baseline":
+            counts[c.status] = counts.get(c.status, 0) + 1
+    return KernelView(kernel, kernel_chart(kernel), best, chain, _diffs(chain), dict(sorted(counts.items())), kernel_review(kernel, db))
+
+
+def _provenance(kernels: list[KernelRecord]) -> list[dict[str, Any]]:
+    """Each distinct environment the run's verdicts were measured in, with how many verdicts."""
+    seen: dict[tuple, dict[str, Any]] = {}
+    for k in kernels:
+        for c in k.candidates:
+            if c.evaluated_at is None:
+                continue
+            entry = {"device": c.device, "isolation": c.isolation, **{key: c.environment.get(key) for key in PROVENANCE_KEYS}}
+            key = tuple(sorted((name, str(value)) for name, value in entry.items()))
+            if key not in seen:
+                seen[key] = {**entry, "verdicts": 0, "kernels": set()}
+            seen[key]["verdicts"] += 1
+            seen[key]["kernels"].add(k.name)
+    return [{**v, "kernels": ", ".join(sorted(v["kernels"]))} for v in seen.values()]
+
+
+def gather(db: Database, run_id: int) -> ReportData:
+    detail = run_detail(db, run_id)
+    if detail is None:
+        raise ValueError(f"no run {run_id}")
+    kernels = run_kernels(db, run_id)
+    failures: dict[str, list[Failure]] = {}
+    for k in kernels:
+        for c in k.candidates:
+            if c.status not in PASSING:
+                failures.setdefault(c.status, []).append(Failure(c.id, k.name, c.round, c.origin, c.reason))
+    reviews = [c for k in kernels for c in k.candidates if c.decision is not None]
+    return ReportData(
+        run=detail, run_chart_svg=run_chart(kernels), kernels=[_kernel_view(k, db) for k in kernels],
+        failures=dict(sorted(failures.items(), key=lambda item: -len(item[1]))), provenance=_provenance(kernels), reviews=reviews,
+        rooflines=[(line.device, roofline_chart(line)) for line in roofline_data(kernels)],
+    )
