@@ -29,7 +29,7 @@ from kernel_agent.problem.load import load_problem
 from kernel_agent.propose.base import ProposalContext
 from kernel_agent.propose.prompts import render_messages
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 # A machine with round numbers: 20 GB/s, 100 GFLOP/s float32 (ridge at 5 FLOP/byte).

@@ -15,7 +15,7 @@ An empty queue answers NO_MORE_REPLIES.
     with ScriptedServer(["```python\\ndef kernel(x):\\n    return x\\n```"]) as server:
         server.base_url  # http://127.0.0.1:PORT/v1
 
-Standalone, for demos: python tests/scripted_server.py --port 8765 --replies FILE.json
+Standalone, for demos: python tests/e2e/scripted_server.py --port 8765 --replies FILE.json
 """
 
 from __future__ import annotations

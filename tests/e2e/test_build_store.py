@@ -22,7 +22,7 @@ from kernel_agent.evaluate.backends.base import BuildContext, BuildFailed
 from kernel_agent.evaluate.backends.registry import build_in_sandbox, get_backend
 from kernel_agent.evaluate.sandbox.isolation import Limits, probe, wrap
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "adversarial" / "fixtures"
 SMALL = 'extern "C" int answer(void) { return %d; }\n'
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox uid differs from ours only when running as root")

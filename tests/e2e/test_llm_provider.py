@@ -29,7 +29,7 @@ from kernel_agent.propose.parse import extract_candidate
 from kernel_agent.propose.prompts import render_messages
 from kernel_agent.propose.replay import ReplayProvider
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CPP_SOFTMAX = ROOT / "examples" / "cpp_softmax"
 GOOD_MODULE = (CPP_SOFTMAX / "candidates" / "faster.py").read_text()
 GOOD_REPLY = f"Use float math and two threads.\n\n```python\n{GOOD_MODULE}```\n"

@@ -157,7 +157,7 @@ def test_the_verdicts_isolation_line_names_the_quota() -> None:
 
 def test_without_a_tmpfs_the_watchdog_stops_a_flood_with_the_quota_in_the_reason(tmp_path: Path) -> None:
     """The unshare level has no size-limited scratch: the session's disk watchdog bounds it from outside."""
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).parents[1]))
     from adversarial.common import all_fixtures, run_fixture
 
     fixture = next(f for f in all_fixtures() if f.name == "d51_many_files")
