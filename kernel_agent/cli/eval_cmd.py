@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from kernel_agent.cli import options as opt
+from kernel_agent.cli.ceilings import profile_ceilings
 from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, read_candidate, stdout, styled, warn
 
 
@@ -23,6 +24,7 @@ def eval_command(
     sandbox: Path = opt.SANDBOX,
     keep: bool = typer.Option(False, help="Keep the work dir for inspection."),
     threads: int = opt.THREADS,
+    db: str = opt.DB,
 ) -> None:
     """Verify and time one candidate against a problem's baseline."""
     import torch
@@ -52,6 +54,7 @@ def eval_command(
     options = EvalOptions(device=device, timeout=timeout, backend=backend, min_gain=min_gain, isolation=isolation, sandbox_root=sandbox, keep_workdir=keep)
     if threads:
         options.threads = threads
+    options.ceilings, _ = profile_ceilings(db, run_device(loaded, device), options.threads, remeasure=False)
     try:
         verdict = evaluate(loaded, source, options)
     except RuntimeError as exc:  # e.g. the requested isolation level is unavailable

@@ -11,12 +11,40 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from typing import Any
 
 from kernel_agent.core.text import clean, clean_nested
 
-STATUSES = ("faster", "correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected", "flagged")
-PASSING = ("faster", "correct", "flagged")
+
+class Status(str, Enum):
+    """Every verdict's status. A `str` subclass: it compares equal to, and stores as, its value."""
+
+    FASTER = "faster"  # correct, and the interval's low end clears 1 + min_gain
+    CORRECT = "correct"  # correct, not (verifiably) faster
+    FLAGGED = "flagged"  # correct and measured faster, but something needs a human (sanity bound, roofline floor, clocks)
+    INCORRECT = "incorrect"
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    REJECTED = "rejected"  # broke a harness rule, or the problem cannot be evaluated here
+
+    def __str__(self) -> str:
+        return self.value
+
+
+STATUSES = tuple(s.value for s in Status)
+PASSING = (Status.FASTER.value, Status.CORRECT.value, Status.FLAGGED.value)
+
+
+class StatusError(Exception):
+    """Ends an evaluation (or one stage of it) with a verdict status and a one-line reason."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = Status(status).value
+        self.reason = reason
 
 # Text fields cleaned on every assignment: (length limit, keep newlines).
 _TEXT_FIELDS = {"reason": (1000, False), "candidate_output": (4000, True), "problem": (200, False), "backend": (40, False),

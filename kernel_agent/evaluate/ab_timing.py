@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from kernel_agent.core.verdict import StatusError
 from kernel_agent.evaluate.compare import Tolerance, compare
 from kernel_agent.evaluate.sandbox.session import Timed, WorkerFailure, WorkerSession
 from kernel_agent.measure.stats import PROCESS_EFFECT, calls_per_block, speedup_interval
@@ -58,11 +59,8 @@ MAX_CALLS_PER_REQUEST = 64  # ...up to this many calls
 MAX_AUDITS_PER_BLOCK = 10
 
 
-class TimingFailure(Exception):
-    def __init__(self, status: str, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
+class TimingFailure(StatusError):
+    """The A/B timing ended with a verdict (a failing side, tampering, a wrong audited output)."""
 
 
 Config = tuple[tuple[int, ...], str]  # (shape, dtype)

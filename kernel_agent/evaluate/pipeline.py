@@ -16,16 +16,18 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from kernel_agent.core.fingerprint import fingerprint
-from kernel_agent.core.verdict import Verdict
-from kernel_agent.evaluate.ab_timing import TimingFailure, TimingJob, measure_speedup
+from kernel_agent.core.verdict import StatusError, Verdict
+from kernel_agent.evaluate.ab_timing import TimingJob, measure_speedup
 from kernel_agent.evaluate.backends import detect_backend, get_backend
 from kernel_agent.evaluate.backends.base import BuildContext, BuildFailed, Prepared
 from kernel_agent.evaluate.backends.lint import defines
 from kernel_agent.evaluate.compare import Tolerance, compare
+from kernel_agent.evaluate.decision import decide
 from kernel_agent.evaluate.device_lock import DeviceGate, NoGate
 from kernel_agent.evaluate.sandbox.isolation import Isolation, Limits, probe, write_trusted
 from kernel_agent.evaluate.sandbox.session import WorkerFailure, WorkerSession, WorkerSpec
@@ -57,18 +59,14 @@ class EvalOptions:
     limits: Limits = field(default_factory=Limits)
     audit_fraction: float = 0.2
     memory_budget: int | None = None  # bytes of host memory an evaluation may use (default: what is available now)
+    ceilings: Any = field(default=None, repr=False)  # measure.profile.Ceilings of this device: the roofline floor enters the decision
     profile: str = "never"  # "faster" (verdicts faster or flagged) or "always": torch.profiler inside the sandbox after timing
     profile_calls: int = 3
     gate: DeviceGate | NoGate = field(default_factory=NoGate, repr=False)  # shared by parallel evaluations
 
 
-class EvaluationError(Exception):
+class EvaluationError(StatusError):
     """Ends an evaluation early with a verdict status and a one-line reason."""
-
-    def __init__(self, status: str, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
 
 
 _SIZED: dict[tuple, object] = {}
@@ -128,9 +126,7 @@ class Evaluation:
         self.workdir.mkdir(parents=True, exist_ok=True)
         try:
             self._run()
-        except EvaluationError as exc:
-            self.verdict.status, self.verdict.reason = exc.status, exc.reason
-        except WorkerFailure as exc:
+        except StatusError as exc:  # every stage ends the same way: a status and a one-line reason
             self.verdict.status, self.verdict.reason = exc.status, exc.reason
         finally:
             self.verdict.durations = {k: round(v, 4) for k, v in self.durations.items()}
@@ -352,23 +348,26 @@ class Evaluation:
                 rounds=options.rounds, target_block_ms=options.target_block_ms, audit_fraction=options.audit_fraction,
                 timeout=options.timeout, tolerance=self._tolerance, output_bytes=self.output_bytes,
             )
-            try:
-                estimate, reasons = measure_speedup(job)
-            except TimingFailure as exc:
-                raise EvaluationError(exc.status, exc.reason) from None
+            estimate, raised = measure_speedup(job)
         verdict.timing = estimate
-        speedup, (low, high) = estimate["speedup"], estimate["speedup_ci"]
-        verdict.speedup, verdict.speedup_ci = speedup, [low, high]
-        verdict.flags += reasons
-        if speedup > options.sanity_speedup:
-            verdict.flags.append(f"speedup {speedup:.1f}x exceeds the sanity bound {options.sanity_speedup:g}x: needs human review")
-        if verdict.flags:
-            verdict.status, verdict.reason = "flagged", "; ".join(verdict.flags)
-        elif low > 1 + options.min_gain:
-            verdict.status, verdict.reason = "faster", ""
-        else:
-            verdict.status = "correct"
-            verdict.reason = f"correct but not faster: speedup {speedup:.3f}x, 95% interval [{low:.3f}, {high:.3f}] does not clear {1 + options.min_gain:.2f}"
+        verdict.speedup, verdict.speedup_ci = estimate["speedup"], list(estimate["speedup_ci"])
+        decision = decide(estimate, raised, options.min_gain, options.sanity_speedup, self._roofline(estimate))
+        verdict.status, verdict.reason, verdict.flags = decision.status.value, decision.reason, list(decision.flags)
+
+    def _roofline(self, estimate: dict) -> list[dict]:
+        """Work, ceilings and floors per benchmark shape on this device (stored for the report's chart);
+        [] without ceilings. Advice for the decision's floor check, never a reason to fail."""
+        ceilings = self.options.ceilings
+        if ceilings is None:
+            return []
+        try:
+            from kernel_agent.measure.profile import roofline_record, shape_rows
+
+            rows = shape_rows(self.problem, estimate, ceilings)
+        except Exception:  # noqa: BLE001 - a floor that cannot be computed changes nothing
+            return []
+        self.verdict.roofline = roofline_record(rows, ceilings)
+        return rows
 
     def _profile(self, candidate: WorkerSession, maker: CaseMaker) -> None:
         """The candidate's operator breakdown at the first benchmark shape. It comes from the

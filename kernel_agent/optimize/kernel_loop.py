@@ -183,40 +183,13 @@ class KernelLoop:
 
     def _collect(self, pending: Pending) -> None:
         assert pending.future is not None
-        verdict = self._check_floor(pending.future.result())
+        verdict = pending.future.result()
         store.add_evaluation(self.db, pending.candidate_id, verdict, time.perf_counter() - pending.started)
         self._remember(pending.candidate_id, pending.source, pending.note, pending.round, verdict)
         if verdict.status == "faster":
             best = self.parents[0]
             store.update_run_kernel(self.db, self.run_kernel_id, best_candidate_id=best.candidate_id, best_speedup=best.speedup)
         self.progress("evaluated", {"kernel": self.problem.name, "candidate": pending.candidate_id, "status": verdict.status, "speedup": verdict.speedup})
-
-    def _attach_roofline(self, verdict: Verdict) -> list[dict[str, Any]]:
-        """Work, ceilings and floors per shape, stored with a timed verdict (the report's roofline chart reads them)."""
-        ceilings = self.shared.ceilings.get(self.device)
-        if ceilings is None or not verdict.timing:
-            return []
-        try:
-            from kernel_agent.measure.profile import roofline_record, shape_rows
-
-            rows = shape_rows(self.problem, verdict.timing, ceilings)
-        except Exception:  # noqa: BLE001 - the floor is advice; a failure to compute it changes nothing
-            return []
-        verdict.roofline = roofline_record(rows, ceilings)
-        return rows
-
-    def _check_floor(self, verdict: Verdict) -> Verdict:
-        """A candidate measured faster than the roofline floor is flagged for a human, never accepted silently."""
-        if verdict.status not in ("faster", "correct", "flagged"):
-            return verdict
-        beaten = [r for r in self._attach_roofline(verdict) if r.get("candidate_faster_than_floor")]
-        if beaten:
-            row = beaten[0]
-            flag = (f"measured {row['candidate_median_ms']:.4g} ms on shape {row['shape']}, faster than the roofline floor "
-                    f"{row['floor_ms']:.4g} ms of this device: needs human review")
-            verdict.flags.append(flag)
-            verdict.status, verdict.reason = "flagged", "; ".join(verdict.flags)
-        return verdict
 
     def _evaluate_all(self, batch: list[Pending]) -> bool:
         """Evaluate in parallel; False when a budget or the stop flag cut the batch short."""
@@ -236,13 +209,13 @@ class KernelLoop:
             self.progress("baseline", {"kernel": self.problem.name})
             started = time.perf_counter()
             verdict = self.shared.executor.submit(self.problem, self.problem.baseline_as_candidate, self._eval_options("always")).result()
-            self._attach_roofline(verdict)
             store.add_evaluation(self.db, self.baseline_id, verdict, time.perf_counter() - started)
             self.baseline_verdict = verdict
         return self.baseline_verdict
 
     def _eval_options(self, profile: str) -> EvalOptions:
-        return replace(self.options.eval, profile=profile if self.profiling else "never")
+        """The run's options, with this device's ceilings (the roofline floor is part of every decision)."""
+        return replace(self.options.eval, profile=profile if self.profiling else "never", ceilings=self.shared.ceilings.get(self.device))
 
     def _profile(self, verdict: Verdict, role: str = "baseline") -> dict[str, Any]:
         """The prompt's profile of one timed side of a verdict: the baseline's A/A run, or the current best."""

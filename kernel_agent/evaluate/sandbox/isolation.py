@@ -121,7 +121,9 @@ ROOT_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 def package_dir() -> Path:
     """This package's own folder (never the project around it: tests and examples hold references)."""
-    return Path(__file__).resolve().parents[1]
+    import kernel_agent
+
+    return Path(kernel_agent.__file__).resolve().parent
 
 
 def needed_read_paths(extra: tuple[Path, ...] = ()) -> list[Path]:

@@ -24,9 +24,10 @@ from typing import Any
 import torch
 
 from kernel_agent.core.text import clean
+from kernel_agent.core.verdict import StatusError
 from kernel_agent.evaluate.sandbox import channel
 from kernel_agent.evaluate.sandbox.control import Cgroup, ControlError, ProcessControl, Usage, V1Group, cgroup_root, clean_stale_cgroups
-from kernel_agent.evaluate.sandbox.isolation import Isolation, Limits, disk_overuse, prepare_workdir, sandbox_env, wrap, write_trusted
+from kernel_agent.evaluate.sandbox.isolation import Isolation, Limits, disk_overuse, package_dir, prepare_workdir, sandbox_env, wrap, write_trusted
 from kernel_agent.evaluate.sandbox.shm import InputSegment, MemoryReader, OutputRef, Placed, TransportError, read_bound
 from kernel_agent.evaluate.sandbox.worker import FD_IN, FD_INPUTS, FD_OUT, FD_STATE, WORKER_STATUSES
 
@@ -36,13 +37,8 @@ LOG_LIMIT_BYTES = 64 << 20  # what the kernel prints: a flood is stopped here, n
 DISK_CHECK_S = 0.25  # how often the disk watchdog looks, where no size-limited tmpfs bounds the sandbox
 
 
-class WorkerFailure(Exception):
+class WorkerFailure(StatusError):
     """The worker ended the exchange with a verdict-worthy status."""
-
-    def __init__(self, status: str, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
 
 
 @dataclass
@@ -195,7 +191,7 @@ class WorkerSession:
             masked=spec.masked,
             gpu=spec.device == "cuda",
         )
-        package_root = str(Path(__file__).resolve().parents[2])
+        package_root = str(package_dir().parent)
         env = sandbox_env({"PYTHONPATH": package_root, **spec.env}, self.workdir)
         limits, segment_fd = self.limits, self.segment.fd
         groups = [g for g in (self.cgroup, self.cpuset, self.pids) if g is not None]
