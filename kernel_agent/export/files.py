@@ -1,19 +1,33 @@
-"""The texts of an exported package's generated files (registry, tests, pyproject, benchmarks).
+"""The files of an exported package: the runtime copied verbatim, the rest rendered from templates.
 
-Kept apart from export.py so the choice of winners and the re-verification
-read on their own; everything here is pure string formatting.
+Kept apart from package.py so the choice of winners and the re-verification read on their own.
+Why two sources: the dispatch and fallback logic is the same in every package, so it lives in
+runtime/ as real modules (linted and unit-tested there) and ships byte for byte; only what differs
+per package (the kernel table, the entry points, pyproject.toml, the tests, BENCHMARKS.md) is a
+jinja2 template under templates/.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import re
+import shutil
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+import jinja2
+
 from kernel_agent import cpp
+from kernel_agent.export.runtime.dispatch import force_variable
+
+RUNTIME = Path(__file__).with_name("runtime")
+TEMPLATES = Path(__file__).with_name("templates")
+# Where a runtime file lands in the exported folder when not in the package's _runtime/ subpackage.
+RUNTIME_ELSEWHERE = {"checks.py": "tests/_checks.py"}  # the generated tests' helper
 
 
 @dataclass
@@ -45,8 +59,27 @@ class ExportedKernel:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-BENCH_COLUMNS = ("kernel", "problem", "run", "candidate", "status", "review", "device", "device_name", "torch", "triton", "cuda", "isolation",
-                 "date", "speedup", "ci_low", "ci_high", "baseline_ms", "candidate_ms", "reverified")
+BENCH_COLUMNS = (
+    "kernel",
+    "problem",
+    "run",
+    "candidate",
+    "status",
+    "review",
+    "device",
+    "device_name",
+    "torch",
+    "triton",
+    "cuda",
+    "isolation",
+    "date",
+    "speedup",
+    "ci_low",
+    "ci_high",
+    "baseline_ms",
+    "candidate_ms",
+    "reverified",
+)
 
 
 def identifier(name: str) -> str:
@@ -65,287 +98,90 @@ def cpp_loader(package: str) -> str:
     """kernel_agent/cpp.py, with its build cache under the package's own name."""
     text = Path(cpp.__file__).read_text()
     text = text.replace('"kernel-agent"', repr(package).replace("'", '"'))
-    return f'# Copied from kernel_agent/cpp.py by `kernel-agent export`; builds go to ~/.cache/{package}/builds.\n' + text
+    return (
+        f"# Copied from kernel_agent/cpp.py by `kernel-agent export`; builds go to ~/.cache/{package}/builds.\n" + text
+    )
 
 
-def pyproject(package: str, kernels: list[ExportedKernel], run_id: int) -> str:
-    deps = ['"torch>=2.0"']
-    if any(k.backend == "triton" for k in kernels):
-        deps.append('"triton>=3.0"')
-    return f"""[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "{package.replace('_', '-')}"
-version = "0.1.0"
-description = "Kernels exported by kernel-agent from run {run_id}, each verified against its reference."
-requires-python = ">=3.10"
-dependencies = [{", ".join(deps)}]
-
-[project.optional-dependencies]
-test = ["pytest>=7"]
-
-[tool.setuptools]
-packages = ["{package}"]
-
-[tool.pytest.ini_options]
-testpaths = ["tests"]
-"""
+def py(value: Any) -> str:
+    """A Python literal with double-quoted strings (as ruff format writes them), for the rendered modules."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # JSON's string escapes are a subset of Python's
+    if isinstance(value, (list, tuple)):
+        items = ", ".join(py(v) for v in value) + ("," if isinstance(value, tuple) and len(value) == 1 else "")
+        return f"[{items}]" if isinstance(value, list) else f"({items})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{py(k)}: {py(v)}" for k, v in value.items()) + "}"
+    return repr(value)
 
 
-def registry(package: str, kernels: list[ExportedKernel], run_id: int) -> str:
-    env = f"{package.upper()}_FORCE_REFERENCE"
-    table = {
-        k.name: {"module": f"_kernel_{k.name}", "reference": f"_reference_{k.name}", "problem": k.problem, "run": k.run_id, "candidate": k.candidate_id,
-                 "verified": [list(v) for v in k.verified], "speedup": k.speedup, "kind": k.kind}
-        for k in kernels
+@cache
+def templates() -> jinja2.Environment:
+    """Strict (an unknown name is an error, not an empty string) and unescaped (the output is Python, TOML, Markdown)."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(py=py, tuple=tuple)
+    return env
+
+
+def render(template: str, **values: Any) -> str:
+    return templates().get_template(template).render(**values)
+
+
+def runtime_files() -> list[Path]:
+    """Every file of runtime/ that ships (not Python's caches)."""
+    return sorted(p for p in RUNTIME.iterdir() if p.is_file() and p.suffix != ".pyc")
+
+
+def runtime_target(source: Path, package: str) -> str:
+    """Where a runtime file goes, relative to the exported folder."""
+    return RUNTIME_ELSEWHERE.get(source.name, f"{package}/_runtime/{source.name}")
+
+
+def copy_runtime(out: Path, package: str) -> None:
+    for source in runtime_files():
+        target = out / runtime_target(source, package)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+
+
+def write_files(
+    out: Path, package: str, run_id: int, kernels: list[ExportedKernel], skipped: list[tuple[str, str]]
+) -> None:
+    """Every file of the package into `out` (an empty folder): runtime copies, rendered templates, the kernels' sources."""
+    pkg, tests = out / package, out / "tests"
+    pkg.mkdir(exist_ok=True)
+    tests.mkdir(exist_ok=True)
+    copy_runtime(out, package)
+    values = {
+        "package": package,
+        "run_id": run_id,
+        "kernels": kernels,
+        "skipped": skipped,
+        "force_env": force_variable(package),
     }
-    functions = "\n\n".join(_entry_function(k) for k in kernels)
-    return f'''"""{package}: kernels exported by kernel-agent from run {run_id}.
-
-Each function runs the optimized kernel only for a (device, dtype) it was
-verified on and falls back to the reference everywhere else; set
-{env}=1 to force the reference. `implementation()` says which path a call takes,
-`last_path()` which one the last call took.
-"""
-
-from __future__ import annotations
-
-import importlib
-import os
-
-import torch
-
-FORCE_ENV = "{env}"
-KERNELS = {table!r}
-_LAST: dict[str, str] = {{}}
-
-
-def forced_reference() -> bool:
-    return os.environ.get(FORCE_ENV, "").strip().lower() not in ("", "0", "false", "no")
-
-
-def signature(inputs) -> tuple[str, str]:
-    """(device type, dtype name) of the first floating tensor input (else the first tensor)."""
-    tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
-    chosen = next((t for t in tensors if t.is_floating_point()), tensors[0] if tensors else None)
-    if chosen is None:
-        return "cpu", ""
-    return chosen.device.type, str(chosen.dtype).removeprefix("torch.")
-
-
-def implementation(kernel: str, device: str, dtype: str) -> str:
-    """"optimized" when (device, dtype) was verified for this kernel and the reference is not forced, else "reference"."""
-    spec = KERNELS[kernel]
-    if forced_reference():
-        return "reference"
-    return "optimized" if [device, dtype] in spec["verified"] else "reference"
-
-
-def last_path(kernel: str) -> str | None:
-    """The path ("optimized" or "reference") the last call of `kernel` took, or None before any call."""
-    return _LAST.get(kernel)
-
-
-def _call(kernel: str, inputs: tuple):
-    spec = KERNELS[kernel]
-    path = implementation(kernel, *signature(inputs))
-    if path == "optimized":
-        function = importlib.import_module(f"{{__name__}}.{{spec['module']}}").kernel
-    else:
-        function = importlib.import_module(f"{{__name__}}.{{spec['reference']}}").reference
-    _LAST[kernel] = path
-    return function(*inputs)
-
-
-class DispatchModule(torch.nn.Module):
-    """A KernelBench winner: the reference `Model` and the optimized `ModelNew` holding the same weights.
-
-    Each call runs `optimized` for a (device, dtype) it was verified on (in eval mode, like the
-    verification) and `reference` elsewhere. The weights live in `reference`; `load_state_dict`
-    takes a reference state dict and copies it into `optimized`; call `sync_weights()` after
-    changing the reference's parameters any other way. Both copies are kept, so parameters use
-    twice the memory.
-    """
-
-    def __init__(self, kernel: str, reference: torch.nn.Module, optimized: torch.nn.Module) -> None:
-        super().__init__()
-        self.kernel = kernel
-        self.reference = reference
-        self.optimized = optimized
-        self.sync_weights()
-
-    def sync_weights(self) -> None:
-        self.optimized.load_state_dict(self.reference.state_dict(), strict=True)
-
-    def state_dict(self, *args, **kwargs):
-        return self.reference.state_dict(*args, **kwargs)
-
-    def load_state_dict(self, state_dict, strict: bool = True, **kwargs):
-        result = self.reference.load_state_dict(state_dict, strict=strict, **kwargs)
-        self.sync_weights()
-        return result
-
-    def forward(self, *inputs):
-        path = implementation(self.kernel, *signature(inputs))
-        _LAST[self.kernel] = path
-        return (self.optimized if path == "optimized" else self.reference)(*inputs)
-
-
-def _module(kernel: str, init_inputs: tuple) -> DispatchModule:
-    spec = KERNELS[kernel]
-    reference = importlib.import_module(f"{{__name__}}.{{spec['reference']}}")
-    optimized = importlib.import_module(f"{{__name__}}.{{spec['module']}}")
-    args = list(init_inputs) if init_inputs else list(reference.get_init_inputs())
-    return DispatchModule(kernel, reference.Model(*args).eval(), optimized.ModelNew(*args).eval())
-
-
-{functions}
-
-__all__ = ["KERNELS", "FORCE_ENV", "implementation", "last_path", {", ".join(repr(k.name) for k in kernels)}]
-'''
-
-
-def _entry_function(k: ExportedKernel) -> str:
-    measured = f" ({k.speedup:.2f}x on {k.device_name})" if k.speedup else ""
-    if k.kind == "kernelbench":
-        return (f'def {k.name}(*init_inputs) -> DispatchModule:\n    """{k.problem}: a module like its `Model(*init_inputs)` (default: the problem\'s '
-                f'get_init_inputs()), running ModelNew, candidate {k.candidate_id} of run {k.run_id}{measured}, where it was verified."""\n'
-                f'    return _module("{k.name}", init_inputs)\n')
-    return f'def {k.name}(*inputs):\n    """{k.problem}: candidate {k.candidate_id} of run {k.run_id}{measured}."""\n    return _call("{k.name}", inputs)\n'
-
-
-def checks_module() -> str:
-    """`tests/_checks.py` of the package: the comparison every generated test makes."""
-    return '''"""Shared by the generated tests: an output against its float64 reference (exported by kernel-agent)."""
-
-import torch
-
-
-def outputs(value):
-    return (value,) if isinstance(value, torch.Tensor) else tuple(value)
-
-
-def available(device):
-    return device == "cpu" or (device == "cuda" and torch.cuda.is_available())
-
-
-def assert_matches(got, gold, base, rtol, atol):
-    """`got` against the float64 `gold` within the tolerances; shape, dtype and device as the reference's own `base`."""
-    assert len(got) == len(base)
-    for out, expected, same_dtype in zip(got, gold, base):
-        assert out.shape == same_dtype.shape and out.dtype == same_dtype.dtype and out.device == same_dtype.device
-        torch.testing.assert_close(out.double(), expected.double(), rtol=rtol, atol=atol)
-'''
-
-
-def _test_preamble(package: str, kernel: ExportedKernel, what: str, imports: str) -> str:
-    return f'''"""{package}.{kernel.name} {what}, with the tolerances of run {kernel.run_id}."""
-
-{imports}
-import pytest
-import torch
-from _checks import assert_matches, available, outputs
-
-import {package}
-from {package} import _reference_{kernel.name} as ref
-
-KERNEL = "{kernel.name}"
-VERIFIED = {[tuple(v) for v in kernel.verified]!r}
-TOLERANCES = {kernel.tolerances!r}  # dtype -> (rtol, atol) against the float64 reference
-'''
-
-
-def module_test(package: str, kernel: ExportedKernel) -> str:
-    """Tests of an exported KernelBench module against its reference Model, on fresh inputs and fresh weights."""
-    env = f"{package.upper()}_FORCE_REFERENCE"
-    return _test_preamble(package, kernel, "(a KernelBench module) against its reference Model", "import copy\nimport secrets\n") + f'''
-
-def check(module, device, dtype):
-    inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in ref.get_inputs()]
-    assert {package}.implementation(KERNEL, *{package}.signature(inputs)) == "optimized"
-    with torch.no_grad():
-        got = outputs(module(*inputs))
-        assert {package}.last_path(KERNEL) == "optimized"
-        gold = outputs(copy.deepcopy(module.reference).double()(*[t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs]))
-        base = outputs(module.reference(*inputs))
-    assert_matches(got, gold, base, *TOLERANCES[dtype])
-
-
-@pytest.mark.parametrize("device,dtype", VERIFIED)
-@pytest.mark.parametrize("repeat", range(3))
-def test_matches_reference(device, dtype, repeat, monkeypatch):
-    if not available(device):
-        pytest.skip(f"no {{device}} device here")
-    monkeypatch.delenv("{env}", raising=False)
-    torch.manual_seed(secrets.randbits(62))  # fresh weights (Model's init) and fresh inputs (get_inputs)
-    check({package}.{kernel.name}().to(device), device, dtype)
-
-
-@pytest.mark.parametrize("device,dtype", VERIFIED)
-def test_loaded_weights_reach_the_optimized_module(device, dtype, monkeypatch):
-    if not available(device):
-        pytest.skip(f"no {{device}} device here")
-    monkeypatch.delenv("{env}", raising=False)
-    module = {package}.{kernel.name}().to(device)
-    torch.manual_seed(secrets.randbits(62))
-    other = ref.Model(*ref.get_init_inputs()).to(device)
-    module.load_state_dict(other.state_dict())
-    check(module, device, dtype)
-
-
-def test_force_reference(monkeypatch):
-    monkeypatch.setenv("{env}", "1")
-    module = {package}.{kernel.name}()
-    with torch.no_grad():
-        module(*ref.get_inputs())
-    assert {package}.last_path(KERNEL) == "reference"
-'''
-
-
-def kernel_test(package: str, kernel: ExportedKernel) -> str:
-    """Tests of an exported kernel against its reference on fresh random inputs of every verified shape."""
-    env = f"{package.upper()}_FORCE_REFERENCE"
-    return _test_preamble(package, kernel, "against its reference on fresh random inputs", "import secrets\n") + f'''SHAPES = list(dict.fromkeys(
-    [tuple(s) if not isinstance(s, int) else (s,) for s in [*getattr(ref, "CHECK_SHAPES", []), *ref.SHAPES]]
-))  # every checked and benchmarked shape, once
-
-
-def draw(shape, dtype, device):
-    generator = torch.Generator().manual_seed(secrets.randbits(62))
-    return [t.to(device).contiguous() for t in ref.make_inputs(shape, getattr(torch, dtype), "cpu", generator)]
-
-
-@pytest.mark.parametrize("device,dtype", VERIFIED)
-@pytest.mark.parametrize("shape", SHAPES, ids=str)
-def test_matches_reference(device, dtype, shape, monkeypatch):
-    if not available(device):
-        pytest.skip(f"no {{device}} device here")
-    monkeypatch.delenv("{env}", raising=False)
-    inputs = draw(shape, dtype, device)
-    assert {package}.implementation(KERNEL, device, dtype) == "optimized"
-    got = outputs({package}.{kernel.name}(*inputs))
-    assert {package}.last_path(KERNEL) == "optimized"
-    with torch.no_grad():
-        gold = outputs(ref.reference(*[t.double() if t.is_floating_point() else t for t in inputs]))
-        base = outputs(ref.reference(*inputs))
-    assert_matches(got, gold, base, *TOLERANCES[dtype])
-
-
-def test_force_reference(monkeypatch):
-    device, dtype = VERIFIED[0] if available(VERIFIED[0][0]) else ("cpu", VERIFIED[0][1])
-    monkeypatch.setenv("{env}", "1")
-    inputs = draw(SHAPES[0], dtype, device)
-    assert {package}.implementation(KERNEL, device, dtype) == "reference"
-    {package}.{kernel.name}(*inputs)
-    assert {package}.last_path(KERNEL) == "reference"
-
-
-def test_unverified_device_falls_back(monkeypatch):
-    monkeypatch.delenv("{env}", raising=False)
-    assert {package}.implementation(KERNEL, "not-a-device", VERIFIED[0][1]) == "reference"
-'''
+    dependencies = ["torch>=2.0", *(["triton>=3.0"] if any(k.backend == "triton" for k in kernels) else [])]
+    (out / "pyproject.toml").write_text(render("pyproject.toml.j2", dependencies=dependencies, **values))
+    (pkg / "__init__.py").write_text(render("__init__.py.j2", **values))
+    (pkg / "_cpp.py").write_text(cpp_loader(package))
+    for k in kernels:
+        # `_kernel_` prefix: a submodule named like the function would replace it on import.
+        (pkg / f"_kernel_{k.name}.py").write_text(
+            f"# {k.problem}: candidate {k.candidate_id} of run {k.run_id} (exported by kernel-agent)\n" + k.source
+        )
+        (pkg / f"_reference_{k.name}.py").write_text(
+            f"# The reference of {k.problem} (its problem.py), exported by kernel-agent\n" + k.reference_source
+        )
+        test = "test_module.py.j2" if k.kind == "kernelbench" else "test_kernel.py.j2"
+        (tests / f"test_{k.name}.py").write_text(render(test, k=k, **values))
+    (out / "BENCHMARKS.md").write_text(render("BENCHMARKS.md.j2", rows=bench_rows(kernels), **values))
+    (out / "benchmarks.csv").write_text(benchmarks_csv(kernels))
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -353,13 +189,30 @@ def _fmt(value: float | None, spec: str) -> str:
 
 
 def bench_rows(kernels: list[ExportedKernel]) -> list[dict[str, str]]:
-    return [{
-        "kernel": k.name, "problem": k.problem, "run": str(k.run_id), "candidate": str(k.candidate_id), "status": k.status, "review": k.review,
-        "device": k.device, "device_name": k.device_name, "torch": str(k.environment.get("torch") or ""), "triton": str(k.environment.get("triton") or ""),
-        "cuda": str(k.environment.get("cuda") or ""), "isolation": k.isolation, "date": k.date, "speedup": _fmt(k.speedup, ".4f"),
-        "ci_low": _fmt(k.ci[0], ".4f"), "ci_high": _fmt(k.ci[1], ".4f"), "baseline_ms": _fmt(k.baseline_ms, ".5f"), "candidate_ms": _fmt(k.candidate_ms, ".5f"),
-        "reverified": k.reverified,
-    } for k in kernels]
+    return [
+        {
+            "kernel": k.name,
+            "problem": k.problem,
+            "run": str(k.run_id),
+            "candidate": str(k.candidate_id),
+            "status": k.status,
+            "review": k.review,
+            "device": k.device,
+            "device_name": k.device_name,
+            "torch": str(k.environment.get("torch") or ""),
+            "triton": str(k.environment.get("triton") or ""),
+            "cuda": str(k.environment.get("cuda") or ""),
+            "isolation": k.isolation,
+            "date": k.date,
+            "speedup": _fmt(k.speedup, ".4f"),
+            "ci_low": _fmt(k.ci[0], ".4f"),
+            "ci_high": _fmt(k.ci[1], ".4f"),
+            "baseline_ms": _fmt(k.baseline_ms, ".5f"),
+            "candidate_ms": _fmt(k.candidate_ms, ".5f"),
+            "reverified": k.reverified,
+        }
+        for k in kernels
+    ]
 
 
 def benchmarks_csv(kernels: list[ExportedKernel]) -> str:
@@ -368,25 +221,3 @@ def benchmarks_csv(kernels: list[ExportedKernel]) -> str:
     writer.writeheader()
     writer.writerows(bench_rows(kernels))
     return buffer.getvalue()
-
-
-def benchmarks_md(package: str, kernels: list[ExportedKernel], skipped: list[tuple[str, str]]) -> str:
-    lines = [f"# {package}: measured speedups", "",
-             "Speedups are the medians of A/B timing against each problem's baseline with a bootstrap 95% interval, "
-             "measured by kernel-agent in its sandbox; every kernel was re-verified against its reference before export.", "",
-             "| kernel | run | candidate | device | speedup | 95% interval | baseline ms | candidate ms | status | review | date |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for row in bench_rows(kernels):
-        interval = f"[{row['ci_low']}, {row['ci_high']}]" if row["ci_low"] else "-"
-        lines.append(f"| {row['kernel']} | {row['run']} | {row['candidate']} | {row['device']} ({row['device_name']}) | {row['speedup']}x | {interval} | "
-                     f"{row['baseline_ms']} | {row['candidate_ms']} | {row['status']} | {row['review'] or '-'} | {row['date']} |")
-    lines += ["", "## Provenance", ""]
-    for k in kernels:
-        env = k.environment
-        lines.append(f"- **{k.name}** (problem `{k.problem}`, run {k.run_id}, candidate {k.candidate_id}): {k.device} {k.device_name}; "
-                     f"torch {env.get('torch')}, triton {env.get('triton') or '-'}, cuda {env.get('cuda') or '-'}, python {env.get('python')}, "
-                     f"kernel-agent {env.get('kernel_agent')}, threads {env.get('threads')}; isolation: {k.isolation}; "
-                     f"verified dtypes on {k.device}: {', '.join(d for _, d in k.verified)}; re-verified at export: {k.reverified}")
-    if skipped:
-        lines += ["", "## Not exported", ""] + [f"- **{name}**: {reason}" for name, reason in skipped]
-    return "\n".join(lines) + "\n"

@@ -163,22 +163,8 @@ def select(db: Database, run_id: int, approved_only: bool, kernels: list[str] | 
 
 def write_package(out: Path, package: str, run_id: int, kernels: list[files.ExportedKernel], skipped: list[tuple[str, str]]) -> None:
     prepare_folder(out)
-    pkg = out / package
-    (pkg).mkdir()
-    (out / "tests").mkdir()
     (out / MARKER).write_text(f"run {run_id}\n")
-    (out / "pyproject.toml").write_text(files.pyproject(package, kernels, run_id))
-    (pkg / "__init__.py").write_text(files.registry(package, kernels, run_id))
-    (pkg / "_cpp.py").write_text(files.cpp_loader(package))
-    (out / "tests" / "_checks.py").write_text(files.checks_module())
-    for k in kernels:
-        # `_kernel_` prefix: a submodule named like the function would replace it on import.
-        (pkg / f"_kernel_{k.name}.py").write_text(f"# {k.problem}: candidate {k.candidate_id} of run {k.run_id} (exported by kernel-agent)\n" + k.source)
-        (pkg / f"_reference_{k.name}.py").write_text(f"# The reference of {k.problem} (its problem.py), exported by kernel-agent\n" + k.reference_source)
-        test = files.module_test(package, k) if k.kind == "kernelbench" else files.kernel_test(package, k)
-        (out / "tests" / f"test_{k.name}.py").write_text(test)
-    (out / "BENCHMARKS.md").write_text(files.benchmarks_md(package, kernels, skipped))
-    (out / "benchmarks.csv").write_text(files.benchmarks_csv(kernels))
+    files.write_files(out, package, run_id, kernels, skipped)
 
 
 def export_run(db: Database, run_id: int, out: Path, package: str, *, approved_only: bool = False, kernels: list[str] | None = None,

@@ -1,0 +1,92 @@
+"""Choose, per call, between a kernel's optimized version and its reference.
+
+The optimized version runs only on a (device, dtype) it was verified on: verification is the
+only evidence it is right, so everywhere else (and whenever `<PACKAGE>_FORCE_REFERENCE` is set)
+the call goes to the reference. The variable's name comes from the package's own name at
+import, so this file ships unchanged into every package.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Iterable
+from types import ModuleType
+from typing import Any
+
+import torch
+
+OPTIMIZED, REFERENCE = "optimized", "reference"
+_REGISTRIES: dict[str, Registry] = {}
+
+
+def force_variable(package: str) -> str:
+    """`mykernels` -> `MYKERNELS_FORCE_REFERENCE` (the last part of a dotted name, so a vendored copy keeps its name)."""
+    return f"{package.rpartition('.')[2].upper()}_FORCE_REFERENCE"
+
+
+def signature(inputs: Iterable[Any]) -> tuple[str, str]:
+    """(device type, dtype name) of the first floating tensor input (else the first tensor): what verification keyed on."""
+    tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+    chosen = next((t for t in tensors if t.is_floating_point()), tensors[0] if tensors else None)
+    if chosen is None:
+        return "cpu", ""
+    return chosen.device.type, str(chosen.dtype).removeprefix("torch.")
+
+
+def registry(package: str) -> Registry:
+    """The registry of an (imported) package: how a pickled DispatchModule finds its package's again."""
+    importlib.import_module(package)
+    return _REGISTRIES[package]
+
+
+class Registry:
+    """The kernels of one package (`kernels`: name -> its table entry) and the path each one's last call took.
+
+    A table entry names the optimized module (`module`, defining `kernel` or `ModelNew`), the reference
+    module (`reference`, defining `reference` or `Model`), both relative to `package`, and the
+    [device, dtype] pairs it was `verified` on.
+    """
+
+    def __init__(self, package: str, kernels: dict[str, dict[str, Any]]) -> None:
+        self.package = package
+        self.kernels = kernels
+        self.force_env = force_variable(package)
+        self._last: dict[str, str] = {}
+        _REGISTRIES[package] = self
+
+    def forced_reference(self) -> bool:
+        return os.environ.get(self.force_env, "").strip().lower() not in ("", "0", "false", "no")
+
+    def implementation(self, kernel: str, device: str, dtype: str) -> str:
+        """`optimized` when (device, dtype) was verified for this kernel and the reference is not forced, else `reference`."""
+        verified = self.kernels[kernel]["verified"]
+        if self.forced_reference():
+            return REFERENCE
+        return OPTIMIZED if [device, dtype] in [list(pair) for pair in verified] else REFERENCE
+
+    def last_path(self, kernel: str) -> str | None:
+        """The path ("optimized" or "reference") the last call of `kernel` took, or None before any call."""
+        return self._last.get(kernel)
+
+    def choose(self, kernel: str, args: tuple, kwargs: dict[str, Any]) -> str:
+        """The path this call takes (keyword tensors count as inputs too), recorded for last_path()."""
+        path = self.implementation(kernel, *signature([*args, *kwargs.values()]))
+        self._last[kernel] = path
+        return path
+
+    def load(self, kernel: str, path: str) -> ModuleType:
+        """The kernel's optimized or reference module, imported on first use (a Triton kernel compiles only when chosen)."""
+        spec = self.kernels[kernel]
+        return importlib.import_module(f"{self.package}.{spec['module' if path == OPTIMIZED else 'reference']}")
+
+    def call(self, kernel: str, args: tuple, kwargs: dict[str, Any]) -> Any:
+        """Run the chosen implementation with the caller's arguments; its result (a tensor, a tuple) is returned as it is."""
+        path = self.choose(kernel, args, kwargs)
+        module = self.load(kernel, path)
+        function = module.kernel if path == OPTIMIZED else module.reference
+        return function(*args, **kwargs)
+
+    # One registry per package: a copied, deep-copied or unpickled DispatchModule reports to the same last_path().
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return registry, (self.package,)
