@@ -174,7 +174,7 @@ def test_unknown_ids_are_one_line_exit_2(run: dict, tmp_path: Path) -> None:
     assert shown["run_id"] == run["run_id"]
 
 
-KB_FIXTURES = Path(__file__).parent / "fixtures" / "kernelbench"
+KB_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kernelbench"
 
 
 def test_kernelbench_winner_exports_as_a_module_with_the_reference_weights(tmp_path: Path) -> None:
