@@ -1,4 +1,8 @@
-"""Shared fixtures: paths, and running the real CLI as a user would."""
+"""Shared fixtures: paths, running the real CLI as a user would, and the `e2e` marker.
+
+Every test under tests/e2e/ and tests/adversarial/ is marked `e2e` (real processes, sandboxes,
+databases: seconds to minutes each); tests/unit/ is the in-process inner loop, `pytest -m "not e2e"`.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +10,62 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from _pytest.mark.expression import Expression  # pytest's own `-m` compiler: used only to skip collecting e2e folders
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 EXAMPLES = ROOT / "examples"
 SOFTMAX = FIXTURES / "softmax64"
 CANDIDATES = FIXTURES / "candidates"
+E2E_DIRS = (ROOT / "tests" / "e2e", ROOT / "tests" / "adversarial")
+
+
+def _in_e2e(path: Path) -> bool:
+    return any(path == folder or path.is_relative_to(folder) for folder in E2E_DIRS)
+
+
+def _selects_no_e2e(markexpr: str) -> bool:
+    """Whether `-m markexpr` deselects every test marked e2e, whatever other markers it carries.
+
+    Tried over every assignment of the expression's other names (a handful), so `-m "not e2e or gpu"`
+    still collects the e2e folders and only an expression that rules out e2e skips them."""
+    try:
+        expr = Expression.compile(markexpr)
+        others = sorted(expr.idents() - {"e2e"})
+    except (SyntaxError, AttributeError):  # pytest reports a bad expression itself; an older pytest: collect everything
+        return False
+    if len(others) > 10:
+        return False
+    for bits in range(1 << len(others)):
+        if expr.evaluate(_carrying({"e2e", *(name for i, name in enumerate(others) if bits >> i & 1)})):
+            return False
+    return True
+
+
+def _carrying(marks: set[str]) -> Callable[..., bool]:
+    """The `-m` matcher of a test that carries exactly `marks` (keyword arguments of a mark ignored)."""
+    return lambda name, /, **kwargs: name in marks
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under `-m "not e2e"` the e2e folders are not even imported: collecting them imports Ray,
+    the OpenAI client, SQLAlchemy and hypothesis, a third of the inner loop's time."""
+    markexpr = config.option.markexpr
+    if markexpr and _in_e2e(collection_path) and _selects_no_e2e(markexpr):
+        return True
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own hook deselects by `-m`
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test under tests/e2e/ and tests/adversarial/ `e2e`."""
+    for item in items:
+        if _in_e2e(item.path):
+            item.add_marker(pytest.mark.e2e)
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:

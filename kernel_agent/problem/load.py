@@ -211,7 +211,7 @@ def _load_native(folder: Path) -> Problem:
 def _load_kernelbench(file: Path) -> Problem:
     try:
         module = import_file(file, f"kernel_agent_kb_{abs(hash(str(file)))}")
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # as for a native problem.py: one line, not a silent exit
         raise ProblemError(f"{file}: failed to import: {type(exc).__name__}: {exc}") from None
     for required in ("Model", "get_inputs", "get_init_inputs"):
         if getattr(module, required, None) is None:

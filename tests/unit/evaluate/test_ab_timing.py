@@ -1,4 +1,5 @@
-"""The time of record and the timer-mismatch rule on call records shaped like real runs (no processes).
+"""The A/B timing's arithmetic on call records shaped like real runs (no processes): the time of record,
+the timer-mismatch rule, how many calls go to a request, and the thread count it borrows.
 
 Shapes of the numbers come from this 2-core machine: the orchestrator's clock adds 0.25-0.6 ms per
 call to the worker's own (thaw, IPC, bookkeeping), with load spikes of several ms in some blocks.
@@ -6,9 +7,12 @@ call to the worker's own (thaw, IPC, bookkeeping), with load spikes of several m
 
 from __future__ import annotations
 
-import numpy as np
+import threading
 
-from kernel_agent.evaluate.ab_timing import Samples, overhead_bound, records_ms, request_shape, timer_mismatch
+import numpy as np
+import torch
+
+from kernel_agent.evaluate.ab_timing import MAX_CALLS_PER_REQUEST, Samples, Shape, _single_threaded, overhead_bound, records_ms, request_shape, timer_mismatch
 from kernel_agent.evaluate.sandbox.session import Timed
 
 ROUNDS, CALLS = 10, 8
@@ -72,7 +76,15 @@ def test_a_tiny_kernel_is_timed_several_calls_to_a_request() -> None:
     grouped 40 to a request, our clock around the request is mostly kernel and bounds the claims."""
     assert request_shape(2.5, 100).calls == 1
     assert request_shape(0.05, 100).calls == 40
-    assert request_shape(0.0001, 100).calls == 64
+    assert request_shape(0.0001, 100).calls == MAX_CALLS_PER_REQUEST == 64
+    assert request_shape(0.0, 100).calls == 1  # no estimate from the warm-up: one call a request
+    assert request_shape(0.45, 100).calls == 5  # enough calls to reach 2 ms of kernel, not merely close to it
+
+
+def test_a_block_holds_about_the_target_time_whatever_the_calls_per_request() -> None:
+    assert request_shape(5.0, 30.0).requests == 6
+    assert request_shape(0.05, 12.0) == Shape(40, 6)  # 40 calls of 0.05 ms are one 2 ms request
+    assert request_shape(0.05, 300.0).requests == 10 and request_shape(50.0, 30.0).requests == 2  # 2 to 10 requests a block
 
 
 def test_claims_are_scaled_up_to_our_clock_never_down() -> None:
@@ -80,3 +92,42 @@ def test_claims_are_scaled_up_to_our_clock_never_down() -> None:
     assert records_ms(honest, 0.5, "cpu") == [0.5, 0.5, 0.5, 0.5]
     liar = Timed(trusted_ms=2.5, host_ms=[0.1, 0.1, 0.1, 0.1], device_ms=None, cpu_ns=0, window_ns=0, wall_ns=0, outputs=[[]] * 4)
     assert np.allclose(records_ms(liar, 0.5, "cpu"), [0.5, 0.5, 0.5, 0.5])
+
+
+def test_overlapping_timings_restore_the_thread_count() -> None:
+    """Two timings on different devices can overlap in one orchestrator: neither may leave 1 behind.
+
+    The second timing runs in a thread started while the first held the count at 1, so that
+    thread's own count reads 1 when it enters; restoring that would leave every later thread at 1."""
+    before = torch.get_num_threads()
+    assert before > 1, "needs a machine with at least 2 threads"
+    first_in, first_may_leave, second_in, second_may_leave = (threading.Event() for _ in range(4))
+
+    def first() -> None:
+        with _single_threaded():
+            first_in.set()
+            first_may_leave.wait(10)
+
+    def second() -> None:
+        with _single_threaded():
+            second_in.set()
+            second_may_leave.wait(10)
+
+    def threads_of_a_new_thread() -> int:
+        seen: list[int] = []
+        probe = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+        probe.start()
+        probe.join(10)
+        return seen[0]
+
+    one = threading.Thread(target=first, daemon=True)
+    one.start()
+    assert first_in.wait(10)
+    two = threading.Thread(target=second, daemon=True)  # started while the count is 1
+    two.start()
+    assert second_in.wait(10)
+    first_may_leave.set()  # the first leaves before the second
+    one.join(10)
+    second_may_leave.set()
+    two.join(10)
+    assert threads_of_a_new_thread() == before

@@ -1,0 +1,84 @@
+"""A verdict round trips through its JSON exactly, and a stored one is decoded strictly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernel_agent.core.verdict import STATUSES, Verdict
+
+
+def full_verdict() -> Verdict:
+    return Verdict(
+        status="faster", reason="1.9x", correct=True, speedup=1.9, speedup_ci=[1.7, 2.1], problem="softmax64", backend="torch",
+        device="cpu", isolation="bubblewrap", flags=["host clock"], checks=[{"case": "shape=[3, 17]", "passed": True}],
+        timing={"per_shape": [{"speedup": 1.9}]}, static=[{"rule": "r", "hard": False}], tolerances={"float32": [1e-4, 1e-4]},
+        environment={"torch": "2.x"}, durations={"timing": 1.5, "checks": 2}, candidate_output="line\nline", profile={"calls": 3},
+        roofline={"shapes": []}, accounting={"candidate": {"timing": 0.5}},
+    )
+
+
+def test_every_field_round_trips_through_json() -> None:
+    verdict = full_verdict()
+    again = Verdict.from_dict(json.loads(verdict.to_json()))
+    assert again == verdict and again.to_dict() == verdict.to_dict()
+    assert set(verdict.to_dict()) == set(Verdict.__dataclass_fields__)  # nothing dropped on the way out
+
+
+def test_passing_statuses() -> None:
+    assert [s for s in STATUSES if Verdict(s).passed] == ["faster", "correct", "flagged"]
+    with pytest.raises(ValueError, match="unknown verdict status"):
+        Verdict("fastest")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("correct", "yes"),
+        ("speedup", True),  # a bool is not a number
+        ("speedup", "2.0"),
+        ("speedup_ci", [1.0, 2.0, 3.0]),
+        ("speedup_ci", [1.0, None]),
+        ("flags", "one flag"),
+        ("flags", [1]),
+        ("checks", [["case", True]]),
+        ("static", {"rule": "r"}),
+        ("timing", []),
+        ("durations", {"timing": "1.5"}),
+        ("interpreted", 1),
+        ("reason", None),
+        ("roofline", "none"),
+    ],
+)
+def test_a_stored_field_of_the_wrong_type_is_refused(field: str, value: object) -> None:
+    data = full_verdict().to_dict()
+    data[field] = value
+    with pytest.raises(TypeError, match=repr(field)):
+        Verdict.from_dict(data)
+
+
+def test_unknown_fields_a_missing_status_and_non_objects_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown verdict field.*injected"):
+        Verdict.from_dict({**full_verdict().to_dict(), "injected": 1})
+    with pytest.raises(ValueError, match="no status"):
+        Verdict.from_dict({"reason": "x"})
+    with pytest.raises(ValueError, match="unknown verdict status"):
+        Verdict.from_dict({"status": "faster!"})
+    with pytest.raises(ValueError, match="JSON object"):
+        Verdict.from_dict(["faster"])  # type: ignore[arg-type]
+
+
+def test_a_stored_verdict_is_cleaned_as_it_is_decoded() -> None:
+    """A database row written by a tampered process must not carry escapes to whoever reads it."""
+    data = {"status": "incorrect", "reason": "bad\x1b[2J\nvalue", "flags": ["\x1b]0;title\x07flag"], "checks": [{"note": "a\x00b"}]}
+    verdict = Verdict.from_dict(data)
+    assert verdict.reason == "bad value" and verdict.flags == ["flag"] and verdict.checks == [{"note": "a b"}]
+
+
+def test_text_assigned_later_and_items_appended_later_are_cleaned_too() -> None:
+    verdict = Verdict("correct")
+    verdict.reason = "r" * 5000
+    verdict.flags.append("\x1b[31mlate flag")
+    assert len(verdict.reason) == 1000
+    assert verdict.to_dict()["flags"] == ["late flag"]

@@ -1,0 +1,69 @@
+"""The sealed input segment, in-process: what the worker's views see, and what an earlier call leaves behind (nothing).
+
+The seals against a reader, and reads of a frozen process's memory, are tests/e2e/test_shm.py (a child process)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernel_agent.evaluate.sandbox.shm import ALIGN, InputSegment, OutputRef, TransportError, map_readonly, nbytes, read_bound, views
+
+
+@pytest.fixture
+def segment() -> InputSegment:
+    segment = InputSegment()
+    yield segment
+    segment.close()
+
+
+def test_placed_inputs_come_back_through_the_workers_views(segment: InputSegment) -> None:
+    inputs = [torch.randn(3, 17), torch.arange(5, dtype=torch.int64), torch.empty(0, 4), torch.ones(2, dtype=torch.bfloat16),
+              torch.tensor([True, False, True]), torch.randn(4, 6).t()]  # the last one not contiguous
+    layout = [p.to_json() for p in segment.place(inputs)]
+    seen = views(map_readonly(segment.fd), layout)
+    assert all(a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b) for a, b in zip(inputs, seen, strict=True))
+    offsets = [entry[2] for entry in layout]
+    assert offsets == [0, 256, 320, 320, 384, 448]  # each start aligned to 64 bytes; an empty tensor takes no room
+    assert all(offset % ALIGN == 0 for offset in offsets)
+    assert segment.used == 448 + 128
+
+
+def test_a_smaller_placement_zeroes_the_tail_the_larger_one_left(segment: InputSegment) -> None:
+    """The segment holds this call's inputs and nothing a later call could read of an earlier one."""
+    reader = map_readonly(segment.fd)
+    segment.place([torch.full((1000,), 7.0)])
+    assert reader[0:4] == torch.tensor([7.0]).numpy().tobytes()
+    segment.place([torch.full((10,), 3.0)])
+    assert views(reader, [["float32", [10], 0]])[0].eq(3.0).all()
+    assert reader[64:4000] == bytes(3936)  # past the new layout's aligned end
+    assert segment.used == 64
+
+
+@pytest.mark.xfail(strict=True, reason="place() zeroes only past the new layout's aligned end: the alignment padding after each input keeps the earlier call's bytes")
+def test_a_smaller_placement_zeroes_the_padding_too(segment: InputSegment) -> None:
+    """Bytes 40..64 lie between the new input's end and the next 64-byte boundary: still part of the earlier inputs."""
+    reader = map_readonly(segment.fd)
+    segment.place([torch.full((1000,), 7.0)])
+    segment.place([torch.full((10,), 3.0)])
+    assert reader[40:64] == bytes(24)
+
+
+def test_placement_refuses_what_the_worker_could_not_read(segment: InputSegment) -> None:
+    with pytest.raises(TransportError, match="unsupported input dtype"):
+        segment.place([torch.zeros(2, dtype=torch.complex64)])
+
+
+@pytest.mark.parametrize(
+    ("shape", "strides", "span"),
+    [((3, 4), (4, 1), 48), ((4, 3), (1, 4), 48), ((2, 0, 5), (0, 5, 1), 0), ((5,), (0,), 4), ((), (), 4)],
+)
+def test_an_output_spans_from_its_first_to_past_its_last_element(shape: tuple, strides: tuple, span: int) -> None:
+    """The bound the trusted side checks before reading a frozen worker's memory."""
+    ref = OutputRef.parse([4096, "float32", list(shape), list(strides), "cpu"])
+    assert ref.span_bytes(4) == span
+
+
+def test_read_bound_is_generous_but_finite() -> None:
+    assert nbytes([torch.zeros(3, 4), torch.zeros(2, dtype=torch.float64)]) == 64
+    assert read_bound(64) == 4 * 64 + (1 << 20)

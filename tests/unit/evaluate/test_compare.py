@@ -1,0 +1,135 @@
+"""The comparison rules, one failure mode each (docs/THREATS.md section 3.3), and the chunking that bounds their memory."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernel_agent.evaluate import compare as compare_module
+from kernel_agent.evaluate.compare import CHUNK_ELEMENTS, Tolerance, canary_outputs, compare
+
+FP32 = Tolerance(1e-4, 1e-4, 1e-5)
+
+
+def _case(seed: int = 0) -> tuple[torch.Tensor, tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+    x = torch.randn(64, 128, generator=torch.Generator().manual_seed(seed))
+    return x, (torch.softmax(x.double(), -1),), (torch.softmax(x, -1),)
+
+
+def test_exact_reference_passes() -> None:
+    x, gold, base = _case()
+    assert compare(torch.softmax(x, -1), gold, base, FP32).passed
+
+
+def test_first_mismatch_is_located() -> None:
+    x, gold, base = _case()
+    out = torch.softmax(x, -1)
+    out[5, 7] += 0.5
+    result = compare(out, gold, base, FP32)
+    assert not result.passed and result.mismatch is not None
+    assert result.mismatch.check == "allclose"
+    assert result.mismatch.index == [5, 7]
+    assert "first at [5, 7]" in result.mismatch.message
+
+
+def test_precision_downgrade_is_caught_by_error_versus_baseline() -> None:
+    x, gold, base = _case()
+    out = torch.softmax(x.half(), -1).float()  # within 1e-4 of many values, far worse than fp32
+    result = compare(out, gold, base, Tolerance(1e-2, 1e-2, 1e-2))  # even under a loose elementwise tolerance
+    assert not result.passed
+    assert result.mismatch.check == "precision"
+
+
+def test_nan_shape_dtype_and_count() -> None:
+    x, gold, base = _case()
+    good = torch.softmax(x, -1)
+    nan = good.clone()
+    nan[0, 0] = float("nan")
+    assert compare(nan, gold, base, FP32).mismatch.check == "nan"
+    assert compare(good[:, :10], gold, base, FP32).mismatch.check == "shape"
+    assert compare(good.double(), gold, base, FP32).mismatch.check == "dtype"
+    assert compare((good, good), gold, base, FP32).mismatch.check == "count"
+    assert compare("not a tensor", gold, base, FP32).mismatch.check == "type"
+
+
+def test_near_zero_outputs_fail_the_normwise_rule() -> None:
+    gold = (torch.full((1000,), 1e-5, dtype=torch.float64),)
+    base = (gold[0].float(),)
+    zeros = torch.zeros(1000)
+    # elementwise passes (|0 - 1e-5| <= 1e-4), the normwise rule does not
+    result = compare(zeros, gold, base, FP32)
+    assert not result.passed and result.mismatch.check in ("precision", "norm")
+
+
+def test_canaries_all_fail_on_a_healthy_problem() -> None:
+    x, gold, base = _case()
+    for name, outputs in canary_outputs(gold, base, [x]):
+        assert not compare(outputs, gold, base, FP32).passed, name
+
+
+def test_integer_outputs_must_match_exactly() -> None:
+    gold = (torch.arange(12).reshape(3, 4),)
+    assert compare(gold[0].clone(), gold, gold, FP32).passed
+    off = gold[0].clone()
+    off[2, 1] += 1
+    result = compare(off, gold, gold, FP32)
+    assert result.mismatch.check == "exact" and result.mismatch.index == [2, 1] and (result.mismatch.got, result.mismatch.expected) == (10.0, 9.0)
+
+
+def test_non_finite_reference_values_must_be_reproduced_not_matched_loosely() -> None:
+    gold = (torch.tensor([1.0, float("inf"), float("nan"), -float("inf")], dtype=torch.float64),)
+    base = (gold[0].float(),)
+    assert compare(gold[0].float(), gold, base, FP32).passed
+    assert compare(torch.tensor([1.0, float("inf"), 0.0, -float("inf")]), gold, base, FP32).mismatch.check == "nan"
+    assert compare(torch.tensor([1.0, 3e38, float("nan"), -float("inf")]), gold, base, FP32).mismatch.check == "nan"
+
+
+def test_without_the_precision_rule_only_the_tolerances_judge() -> None:
+    """A comparison against the same-dtype reference alone (large inputs) must not apply the baseline-error rule."""
+    x, gold, base = _case()
+    out = torch.softmax(x.half(), -1).float()
+    loose = Tolerance(1e-2, 1e-2, 1e-2)
+    assert compare(out, gold, base, loose).mismatch.check == "precision"
+    assert compare(out, gold, base, loose, precision=False).passed
+
+
+def big_case() -> tuple[torch.Tensor, tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+    """5M elements: three chunks of 2M, the last one partial."""
+    n = 5_000_000
+    gold = torch.randn(n, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    return gold.float(), (gold.reshape(1000, 5000),), (gold.float().reshape(1000, 5000),)
+
+
+def test_chunked_comparison_gives_the_whole_tensor_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Errors and the first bad index are the same whether the output is compared in chunks or at once."""
+    assert CHUNK_ELEMENTS < 5_000_000 // 2
+    flat, gold, base = big_case()
+    flat[4_500_001] += 1.0  # in the third chunk
+    flat[2_100_000:2_100_010] *= 1.0 + 2e-6  # within the tolerance, but an error the sums must count
+    out = flat.reshape(1000, 5000)
+    chunked = compare(out, gold, base, FP32)
+    monkeypatch.setattr(compare_module, "CHUNK_ELEMENTS", 1 << 30)
+    whole = compare(out, gold, base, FP32)
+    assert not chunked.passed and chunked.mismatch.check == whole.mismatch.check == "allclose"
+    assert chunked.mismatch.index == whole.mismatch.index == [900, 1]
+    assert chunked.mismatch.message == whole.mismatch.message and "1 of 5000000 elements" in chunked.mismatch.message
+    assert chunked.max_abs_error == whole.max_abs_error
+    assert chunked.rel_norm_error == pytest.approx(whole.rel_norm_error, rel=1e-9)
+    assert chunked.base_max_abs_error == whole.base_max_abs_error
+
+
+def test_exhaustive_false_stops_at_the_first_chunk_that_fails() -> None:
+    """The canaries only need to know a cheater fails; counting every bad element of a huge output is wasted work."""
+    flat, gold, base = big_case()
+    flat[10] += 1.0  # first chunk
+    flat[4_999_999] += 1.0  # last chunk
+    out = flat.reshape(1000, 5000)
+    full = compare(out, gold, base, FP32)
+    quick = compare(out, gold, base, FP32, exhaustive=False)
+    assert full.mismatch.index == quick.mismatch.index == [0, 10]
+    assert "2 of 5000000 elements" in full.mismatch.message and "1 of 5000000 elements" in quick.mismatch.message
+
+
+def test_an_empty_output_of_the_right_shape_passes() -> None:
+    empty = torch.empty(0, 3)
+    assert compare(empty, (empty.double(),), (empty,), FP32).passed

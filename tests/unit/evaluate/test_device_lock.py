@@ -1,0 +1,114 @@
+"""The device gate: a timed run has its device alone, and a stream of compiles cannot starve it.
+
+Threads with timeouts on every wait, daemon threads: a broken gate fails the test instead of hanging the suite."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+from kernel_agent.evaluate.device_lock import DeviceGate, NoGate
+
+WAIT_S = 5.0  # how long a step that should happen may take
+BLOCKED_S = 0.2  # how long a step that should not happen is watched
+
+
+class Holder:
+    """A thread that enters one side of the gate, says so, and leaves when told."""
+
+    def __init__(self, enter: Callable[[], AbstractContextManager[None]], log: list[str], name: str) -> None:
+        self.entered, self.may_leave, self.left = threading.Event(), threading.Event(), threading.Event()
+
+        def run() -> None:
+            with enter():
+                log.append(name)
+                self.entered.set()
+                self.may_leave.wait(WAIT_S)
+            self.left.set()
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def release(self) -> None:
+        self.may_leave.set()
+        assert self.left.wait(WAIT_S)
+
+
+def test_shared_holders_run_together() -> None:
+    gate, log = DeviceGate(), []
+    holders = [Holder(lambda: gate.shared("cpu"), log, f"check{i}") for i in range(3)]
+    assert all(h.entered.wait(WAIT_S) for h in holders)
+    for h in holders:
+        h.release()
+
+
+def test_an_exclusive_holder_waits_for_the_shared_ones_to_leave() -> None:
+    gate, log = DeviceGate(), []
+    compile_ = Holder(lambda: gate.shared("cpu"), log, "compile")
+    assert compile_.entered.wait(WAIT_S)
+    timing = Holder(lambda: gate.exclusive("cpu"), log, "timing")
+    assert not timing.entered.wait(BLOCKED_S)
+    compile_.release()
+    assert timing.entered.wait(WAIT_S)
+    timing.release()
+    assert log == ["compile", "timing"]
+
+
+def test_a_waiting_exclusive_holder_blocks_new_shared_ones() -> None:
+    """Writer preference: otherwise overlapping compiles would keep a timing waiting forever."""
+    gate, log = DeviceGate(), []
+    first = Holder(lambda: gate.shared("cpu"), log, "check1")
+    assert first.entered.wait(WAIT_S)
+    timing = Holder(lambda: gate.exclusive("cpu"), log, "timing")
+    assert not timing.entered.wait(BLOCKED_S)
+    later = Holder(lambda: gate.shared("cpu"), log, "check2")  # arrives while the timing waits
+    assert not later.entered.wait(BLOCKED_S)
+    first.release()
+    assert timing.entered.wait(WAIT_S)
+    assert not later.entered.wait(BLOCKED_S)  # not while the timing runs either
+    timing.release()
+    assert later.entered.wait(WAIT_S)
+    later.release()
+    assert log == ["check1", "timing", "check2"]
+
+
+def test_two_exclusive_holders_take_turns() -> None:
+    gate, log = DeviceGate(), []
+    one = Holder(lambda: gate.exclusive("cpu"), log, "one")
+    assert one.entered.wait(WAIT_S)
+    two = Holder(lambda: gate.exclusive("cpu"), log, "two")
+    assert not two.entered.wait(BLOCKED_S)
+    one.release()
+    assert two.entered.wait(WAIT_S)
+    two.release()
+
+
+def test_devices_are_gated_separately() -> None:
+    gate, log = DeviceGate(), []
+    timing = Holder(lambda: gate.exclusive("cuda:0"), log, "gpu timing")
+    assert timing.entered.wait(WAIT_S)
+    cpu = Holder(lambda: gate.exclusive("cpu"), log, "cpu timing")
+    other_gpu = Holder(lambda: gate.shared("cuda:1"), log, "gpu1 check")
+    assert cpu.entered.wait(WAIT_S) and other_gpu.entered.wait(WAIT_S)
+    for h in (timing, cpu, other_gpu):
+        h.release()
+
+
+def test_a_holder_that_raises_still_releases_the_device() -> None:
+    gate = DeviceGate()
+    for enter in (gate.exclusive, gate.shared):
+        try:
+            with enter("cpu"):
+                raise RuntimeError("the candidate crashed")
+        except RuntimeError:
+            pass
+    after = Holder(lambda: gate.exclusive("cpu"), [], "after")
+    assert after.entered.wait(WAIT_S)
+    after.release()
+
+
+def test_no_gate_never_blocks() -> None:
+    gate = NoGate()
+    with gate.exclusive("cpu"), gate.exclusive("cpu"), gate.shared("cpu"):
+        pass

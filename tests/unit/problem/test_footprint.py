@@ -1,0 +1,83 @@
+"""Sizes known before anything runs (the meta device), and the refusal of what cannot fit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import SOFTMAX
+
+from kernel_agent.problem.footprint import BASE_BYTES, GB, Footprint, largest_footprint, native_footprint, refusal
+from kernel_agent.problem.load import load_problem
+from unit.problem.test_load import write_problem
+
+MIB = 1 << 20
+
+BIG_LINEAR = '''import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.linear = torch.nn.Linear(n, n)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
+
+
+def get_inputs():
+    return [torch.randn(4096, 1 << 15)]
+
+
+def get_init_inputs():
+    return [1 << 15]
+'''
+
+
+def test_a_native_problem_is_sized_at_its_largest_shape() -> None:
+    problem = load_problem(SOFTMAX)
+    assert native_footprint(problem, (3, 17), "float32") == Footprint(3 * 17 * 4, 3 * 17 * 4, 0)
+    assert largest_footprint(problem) == Footprint(2 * MIB, 2 * MIB, 0)  # 256 x 2048 float32 in and out
+
+
+def test_a_kernelbench_model_is_sized_with_its_weights_without_allocating_them(tmp_path: Path) -> None:
+    """4 GiB of weights and 512 MiB of activations: built on meta, counted in a moment."""
+    path = tmp_path / "big_linear.py"
+    path.write_text(BIG_LINEAR)
+    footprint = largest_footprint(load_problem(path))
+    n = 1 << 15
+    assert footprint == Footprint(inputs=4096 * n * 4, outputs=4096 * n * 4, parameters=(n * n + n) * 4)
+    assert footprint.needed == int(10 * (footprint.inputs + footprint.outputs) + 6 * footprint.parameters + 3 * BASE_BYTES)
+
+
+def test_a_reference_the_meta_device_cannot_run_is_measured_on_one_real_call(tmp_path: Path) -> None:
+    source = (
+        "import torch\nSHAPES = [(8, 16)]\n"
+        "def make_inputs(shape, dtype, device, generator):\n    return (torch.randn(shape, generator=generator, dtype=dtype, device=device),)\n"
+        "def reference(x):\n    scale = float(x.abs().max())  # .item() of a meta tensor raises\n    return x / scale\n"
+    )
+    problem = load_problem(write_problem(tmp_path / "p", source))
+    assert largest_footprint(problem) == Footprint(8 * 16 * 4, 8 * 16 * 4, 0)
+
+
+def test_too_small_a_budget_is_refused_with_the_numbers_and_the_flag(tmp_path: Path) -> None:
+    path = tmp_path / "big_linear.py"
+    path.write_text(BIG_LINEAR)
+    problem = load_problem(path)
+    needed = largest_footprint(problem).needed
+    reason = refusal(problem, "cpu", budget_bytes=needed - 1)
+    assert reason is not None and reason.startswith("too large for this machine")
+    assert f"needs about {needed / GB:.2f} GB" in reason and "the --memory-budget is" in reason
+    assert refusal(problem, "cpu", budget_bytes=needed) is None
+
+
+def test_a_problem_that_cannot_be_sized_is_refused_not_raised(tmp_path: Path) -> None:
+    path = tmp_path / "broken.py"
+    path.write_text(BIG_LINEAR.replace("return torch.relu(self.linear(x))", "return self.linear(x.t())"))
+    reason = refusal(load_problem(path), "cpu", budget_bytes=1 << 50)
+    assert reason is not None and reason.startswith("cannot size the problem's working set: RuntimeError")
+
+
+@pytest.mark.parametrize(("n", "text"), [(3 * GB // 2, "1.50 GB"), (5 * MIB, "5.0 MB")])
+def test_sizes_are_described_in_readable_units(n: int, text: str) -> None:
+    assert text in Footprint(n, 0, 0).describe()
