@@ -88,6 +88,8 @@ class InputSegment:
                 target = torch.frombuffer(self.map, dtype=torch.uint8, count=size, offset=offset)
                 target.copy_(source.reshape(-1).view(torch.uint8))
             layout.append(Placed(DTYPE_NAMES[tensor.dtype], tuple(source.shape), offset))
+            if _aligned(size) > size and offset + size < self.used:  # the padding after it, too
+                torch.frombuffer(self.map, dtype=torch.uint8, count=_aligned(size) - size, offset=offset + size).zero_()
             offset += _aligned(size)
         if self.used > offset:
             torch.frombuffer(self.map, dtype=torch.uint8, count=self.used - offset, offset=offset).zero_()
