@@ -40,7 +40,6 @@ def test_a_smaller_placement_zeroes_the_tail_the_larger_one_left(segment: InputS
     assert segment.used == 64
 
 
-@pytest.mark.xfail(strict=True, reason="place() zeroes only past the new layout's aligned end: the alignment padding after each input keeps the earlier call's bytes")
 def test_a_smaller_placement_zeroes_the_padding_too(segment: InputSegment) -> None:
     """Bytes 40..64 lie between the new input's end and the next 64-byte boundary: still part of the earlier inputs."""
     reader = map_readonly(segment.fd)
