@@ -20,7 +20,7 @@ from kernel_agent.core.text import storable
 class Text(TypeDecorator):
     """TEXT that can always be written: a lone surrogate (from a candidate's exception, an LLM reply,
     a file name decoded with surrogateescape) or a NUL becomes U+FFFD instead of raising in the driver.
-    Display cleaning happens where the text enters (kernel_agent.text); this is the last guard."""
+    Display cleaning happens where the text enters (kernel_agent.core.text); this is the last guard."""
 
     impl = _Text
     cache_ok = True

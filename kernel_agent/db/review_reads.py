@@ -1,4 +1,4 @@
-"""Read and write helpers for review, report and export (kept apart from queries.py).
+"""Read and write helpers for review, report and export (kept apart from reads.py).
 
 Why a separate module: review decisions, lineage and export eligibility are
 one concern, shared by three commands, and must agree on "the latest decision

@@ -1,25 +1,27 @@
 """The A/B timing protocol between a baseline worker and a candidate worker.
 
-- Baseline and candidate live in separate sandboxed processes; the baseline's
-  process never imported candidate code.
-- Both are frozen (SIGSTOP) except while serving one request. Each timed call's
-  inputs are drawn here and written into the sealed input segment while the
-  sandbox is frozen, so they exist nowhere the candidate can read before its call.
-- The time of record on a CPU is this process's clock around each call (thaw ->
-  reply), less the harness overhead per call that the baseline's process shows
-  beyond its own timer (the baseline is trusted code). A candidate that lies about
-  its times, or moves work outside its own timer, cannot change the number; one
-  whose own clock disagrees grossly with ours is rejected. On a GPU the time of
-  record is CUDA events, corroborated the same way with the host clock.
-- Blocks alternate A B, B A, ... so drift and order effects cancel. Every timed
-  call gets an input set drawn for this round (both sides get the same sets, each
-  process sees each set once), so caching cannot win.
+- Baseline and candidate live in separate sandboxed processes; the baseline's process never
+  imported candidate code, and both were started with byte-identical file names and a heap
+  pre-faulted alike (per-process speed differences otherwise reached 5-20% here).
+- Both are frozen (SIGSTOP) except while serving one request. A request's inputs are drawn
+  here and written into the sealed input segment while the sandbox is frozen, so they exist
+  nowhere the candidate can read before its request.
+- Requests are interleaved one at a time between the two sides, the side that goes first
+  swapping every request, so drift, load and order effects fall on both alike. A request
+  is one call, or several for a kernel much shorter than a request's own overhead.
+- The time of record of each call is the worker's claim, scaled up (never down) until a
+  request's claims add up to this process's clock around it less the baseline's median
+  overhead (the baseline is trusted code). Both sides go through the same rule; a lie
+  cannot lower the record, and a gross one is rejected by name. On a GPU the claims are
+  CUDA events, bounded the same way by the host clock.
+- Every call gets an input set drawn for it (the same sets for both sides while a round's
+  sets fit in memory), so caching cannot win.
 - A random subset of each candidate block's calls, chosen here in secret, is audited:
-  outputs are read out of the frozen process right after the call and compared
-  with the reference once the block is over.
-- CPU time of every thread of the sandbox is accounted for from outside: a candidate
-  using more cores than its thread budget, or more threads than the baseline plus
-  that budget, is rejected with the numbers.
+  outputs are read out of the frozen process right after the request and compared with
+  the reference once the block is over.
+- CPU time of every thread of the sandbox is accounted for from outside: a candidate using
+  more cores than its thread budget, or more tasks than the baseline plus that budget, is
+  rejected with the numbers (where a cgroup cpuset exists it cannot use them at all).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Timing statistics: medians, spreads and a bootstrap interval for the speedup.
 
-Samples arrive as alternating rounds (baseline block, candidate block, ...), so
-the bootstrap resamples whole rounds: drift between rounds widens the interval
-instead of hiding in it.
+Samples arrive in rounds (each round's requests interleaved between the two sides), so
+the bootstrap resamples whole rounds: drift between rounds widens the interval instead of
+hiding in it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Render the chat messages an LLM provider sends, from jinja2 templates.
 
 Why templates: prompt wording is the part users most want to tune, so it lives
-in `kernel_agent/prompts/*.j2` (shipped with the package) and a `--prompts DIR`
+in the top-level `prompts/*.j2` (shipped in the wheel as kernel_agent.prompts) and a `--prompts DIR`
 folder can override any one of them; the rest fall back to the packaged ones.
 Everything that needs judgement (which facts to show, how to cap them) is done
 here in Python so an override template only has to lay text out.

@@ -1,7 +1,7 @@
 """The offline `search` provider: a small local autotuner over a problem's TUNABLES.
 
 It needs no model and no network: every candidate is the best parent's source
-with some tunable values changed (see kernel_agent.tunables), and the usual
+with some tunable values changed (see kernel_agent.propose.tunables), and the usual
 evaluation path verifies and times it like any other candidate.
 """
 

@@ -29,7 +29,7 @@ class KernelView:
     lineage: list[CandidateRecord]
     diffs: list[DiffView]
     counts: dict[str, int]
-    review: dict[str, Any] | None = None  # a flagged candidate that beats every accepted one (review_queries.review_summary)
+    review: dict[str, Any] | None = None  # a flagged candidate that beats every accepted one (db.review_reads.review_summary)
 
 
 @dataclass
