@@ -23,8 +23,21 @@ from dataclasses import dataclass
 
 import torch
 
-from kernel_agent.core.tensorfile import DTYPE_NAMES, DTYPES
 
+# The dtypes that cross the boundary, by the names the layouts and output descriptions carry.
+DTYPES: dict[str, torch.dtype] = {
+    "float64": torch.float64,
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "int64": torch.int64,
+    "int32": torch.int32,
+    "int16": torch.int16,
+    "int8": torch.int8,
+    "uint8": torch.uint8,
+    "bool": torch.bool,
+}
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 ALIGN = 64
 F_SEAL_FUTURE_WRITE = 0x0010  # Linux 5.1; not every Python names it
 MAX_TENSORS = 256
