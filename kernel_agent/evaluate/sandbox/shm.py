@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import torch
 
-
 # The dtypes that cross the boundary, by the names the layouts and output descriptions carry.
 DTYPES: dict[str, torch.dtype] = {
     "float64": torch.float64,
