@@ -108,7 +108,7 @@ def main() -> None:
                 for name in FORGERS:
                     statuses = Counter()
                     for _ in range(args.repeats):
-                        verdict = run_fixture(fixtures[name], ROOT / "sandbox", rounds=10)
+                        verdict = run_fixture(fixtures[name], ROOT / "sandbox", timing_rounds=10)
                         statuses[verdict.status] += 1
                         totals["forged"] += 1
                         totals["caught"] += verdict.status == "rejected"

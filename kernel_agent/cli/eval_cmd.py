@@ -10,20 +10,16 @@ import typer
 from kernel_agent.cli import options as opt
 from kernel_agent.cli.ceilings import profile_ceilings
 from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, read_candidate, stdout, styled, warn
+from kernel_agent.cli.options import fields_of, from_config
+from kernel_agent.core.config import Device, EvalConfig
 
 
+@from_config
 def eval_command(
     problem: Path = typer.Argument(..., help="A problem folder (problem.py + kernel.py) or a KernelBench .py file."),
     candidate: Path = typer.Argument(..., help="The candidate kernel source file."),
     json_output: bool = typer.Option(False, "--json", help="Print exactly one JSON verdict on stdout."),
-    device: str = opt.DEVICE,
-    timeout: float = opt.TIMEOUT,
-    backend: str = typer.Option(None, help="triton, cuda, cpp or torch (detected from the source when omitted)."),
-    min_gain: float = opt.MIN_GAIN,
-    isolation: str = typer.Option("auto", help="auto, bwrap, unshare or process."),
-    sandbox: Path = opt.SANDBOX,
-    keep: bool = typer.Option(False, help="Keep the work dir for inspection."),
-    threads: int = opt.THREADS,
+    evaluation: EvalConfig = fields_of(skip=("sanity_speedup", "timing_rounds")),
     db: str = opt.DB,
 ) -> None:
     """Verify and time one candidate against a problem's baseline."""
@@ -34,16 +30,13 @@ def eval_command(
     from kernel_agent.problem.canaries import audit_problem
     from kernel_agent.problem.load import ProblemError, load_problem
 
-    if device not in ("auto", "cpu", "cuda"):
-        fail(f"--device must be auto, cpu or cuda, not {device!r}")
-    if device == "cuda" and not torch.cuda.is_available():
+    device = evaluation.device
+    if device == Device.CUDA and not torch.cuda.is_available():
         fail("--device cuda: no CUDA device is visible here; use --device cpu or auto")
-    if backend is not None and backend not in BACKENDS:
-        fail(f"--backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
-    if timeout <= 0:
+    if evaluation.backend is not None and evaluation.backend not in BACKENDS:
+        fail(f"--backend must be one of {', '.join(BACKENDS)}, not {evaluation.backend!r}")
+    if evaluation.timeout <= 0:
         fail("--timeout must be a positive number of seconds")
-    if isolation not in ("auto", "bwrap", "unshare", "process"):
-        fail(f"--isolation must be auto, bwrap, unshare or process, not {isolation!r}")
     source = read_candidate(candidate)
     try:
         loaded = load_problem(problem)
@@ -51,9 +44,7 @@ def eval_command(
             warn(warning)
     except ProblemError as exc:
         fail(str(exc))
-    options = EvalOptions(device=device, timeout=timeout, backend=backend, min_gain=min_gain, isolation=isolation, sandbox_root=sandbox, keep_workdir=keep)
-    if threads:
-        options.threads = threads
+    options = EvalOptions.from_config(evaluation)
     options.ceilings, _ = profile_ceilings(db, run_device(loaded, device), options.threads, remeasure=False)
     try:
         verdict = evaluate(loaded, source, options)

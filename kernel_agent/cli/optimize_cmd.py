@@ -16,91 +16,52 @@ import typer
 
 from kernel_agent.cli import options as opt
 from kernel_agent.cli.common import MS_CAPTION, fail, stderr, stdout, warn
+from kernel_agent.cli.options import GIVEN, fields_of, from_config
+from kernel_agent.core.config import ExecutorKind
+from kernel_agent.optimize.config import KernelSpec, RunPlan
 
-PROVIDER_KEYS = ("base_url", "model", "temperature", "max_tokens", "request_timeout", "max_retries", "prompts_dir", "prices_file", "api_key_file", "replay_run")
+# Evaluation options `optimize` does not offer (yet): a run evaluates with their defaults, a manifest sets backend per kernel.
+NOT_OFFERED = ("backend", "timing_rounds", "isolation", "keep_workdir")
 
 
+@from_config
 def optimize_command(
     kernels: list[str] = typer.Argument(None, help="Problem folders, KernelBench .py files, folders of problems, or globs."),
     manifest: Path = typer.Option(None, help="TOML manifest: [[kernel]] tables with path and per-kernel options."),
     resume: int = typer.Option(None, help="Continue run RUN where it stopped (its stored plan is used)."),
-    provider: str = typer.Option("search", help="search (offline tunables search), openai, replay, or a plugin."),
-    rounds: int = typer.Option(3, min=1, help="Proposal rounds per kernel."),
-    samples: int = typer.Option(4, min=1, help="Candidates per round."),
-    beam: int = typer.Option(2, min=1, help="Best accepted variants kept as parents."),
-    patience: int = typer.Option(2, min=1, help="Stop a kernel after this many rounds without a better variant."),
-    roofline_stop: float = typer.Option(0.9, min=0, help="Stop a kernel once its best reaches this fraction of the roofline floor (0: never)."),
-    workers: int = typer.Option(None, min=1, help="Parallel evaluations (default: one per GPU; 2 on a CPU). Timed runs never overlap on a device."),
-    executor: str = typer.Option(None, "--executor", help="Where evaluations run: local (default; this machine) or ray (a Ray cluster; pip install 'kernel-agent[cluster]'). Stored with the run."),
-    ray_address: str = typer.Option(None, "--ray-address", help="Ray head to join, e.g. HEAD:6379 (--executor ray; default: start a local Ray on this machine)."),
-    concurrency: int = typer.Option(4, min=1, help="LLM requests in flight at once."),
-    max_candidates: int = typer.Option(None, min=1, help="Run budget: candidates evaluated."),
-    max_tokens: int = typer.Option(None, min=1, help="Run budget: LLM tokens (prompt + completion)."),
-    max_cost: float = typer.Option(None, min=0, help="Run budget: USD, from the model price table (--prices adds models)."),
-    time_limit: float = typer.Option(None, min=1, help="Run budget: wall-clock seconds."),
-    base_url: str = typer.Option("https://api.openai.com/v1", help="OpenAI-compatible endpoint (provider openai)."),
-    model: str = typer.Option("gpt-4o-mini", help="Model name (provider openai)."),
-    api_key_file: Path = typer.Option(None, help="File holding the API key (default: $OPENAI_API_KEY)."),
-    prices: Path = typer.Option(None, help="TOML file of extra model prices: [prices] \"model\" = [usd_per_1M_in, usd_per_1M_out]."),
-    temperature: float = typer.Option(0.7),
-    max_tokens_per_reply: int = typer.Option(8192, "--max-tokens-per-reply"),
-    request_timeout: float = typer.Option(300.0, help="Seconds per LLM request."),
-    retries: int = typer.Option(4, help="Retries on 429, 5xx, timeouts and dropped connections."),
-    prompts: Path = typer.Option(None, help="Folder of jinja2 templates overriding the packaged prompts."),
-    replay_run: int = typer.Option(None, help="Run whose recorded LLM replies `--provider replay` replays."),
-    device: str = opt.DEVICE,
-    timeout: float = opt.TIMEOUT,
-    min_gain: float = opt.MIN_GAIN,
-    sanity_speedup: float = typer.Option(10.0, "--sanity-speedup", min=1.0,
-                                         help="A speedup above this is flagged for human review (kernel-agent review) instead of accepted."),
-    sandbox: Path = opt.SANDBOX,
-    threads: int = opt.THREADS,
+    plan: RunPlan = fields_of(skip=NOT_OFFERED),
     db: str = opt.DB,
     json_output: bool = opt.JSON,
+    given: frozenset[str] = GIVEN,
 ) -> None:
     """Optimize kernels: baseline, then rounds of propose -> verify -> time -> keep the best."""
-    from kernel_agent.optimize.run import KernelSpec, PlanError, RunPlan, expand_paths, load_manifest
+    from kernel_agent.optimize.run import PlanError, expand_paths, load_manifest
 
-    if executor not in (None, "local", "ray"):
-        fail(f"--executor must be local or ray, not {executor!r}")
-    if ray_address and executor == "local":
+    if "ray_address" in given and "executor" in given and plan.executor != ExecutorKind.RAY:
         fail("--ray-address needs --executor ray")
     database = opt.open_db(db)
     if resume is not None:
-        run_resume(database, resume, json_output, workers, executor, ray_address)
+        run_resume(database, resume, json_output, plan.workers, plan.executor if "executor" in given else None, plan.ray_address)
         return
-    if device not in ("auto", "cpu", "cuda"):
-        fail(f"--device must be auto, cpu or cuda, not {device!r}")
-    executor = executor or ("ray" if ray_address else "local")
+    if plan.ray_address is not None:
+        plan.executor = ExecutorKind.RAY
     if not kernels and manifest is None:
         fail("name the kernels to optimize (problem folders, KernelBench files, globs) or pass --manifest FILE.toml")
     try:
-        specs = [KernelSpec(path=p) for p in expand_paths(kernels or [])]
+        plan.kernels = [KernelSpec(path=p) for p in expand_paths(kernels or [])]
         if manifest is not None:
-            specs += load_manifest(manifest)
+            plan.kernels += load_manifest(manifest)
     except PlanError as exc:
         fail(str(exc))
-    provider_options = {
-        "base_url": base_url, "model": model, "temperature": temperature, "max_tokens": max_tokens_per_reply, "request_timeout": request_timeout,
-        "max_retries": retries, "prompts_dir": str(prompts) if prompts else None, "prices_file": str(prices) if prices else None,
-        "api_key_file": str(api_key_file) if api_key_file else None, "replay_run": replay_run,
-    }
-    if provider == "replay" and replay_run is None:
+    if plan.provider == "replay" and plan.provider_options.replay_run is None:
         fail("--provider replay needs --replay-run RUN (the run whose recorded replies to replay)")
-    plan = RunPlan(
-        kernels=specs, provider=provider, provider_options=provider_options if provider != "search" else {}, rounds=rounds, samples=samples,
-        beam=beam, patience=patience, roofline_stop=roofline_stop, device=device, timeout=timeout, min_gain=min_gain, sanity_speedup=sanity_speedup, threads=threads,
-        sandbox=str(sandbox),
-        workers=workers, concurrency=concurrency, executor=executor, ray_address=ray_address,
-        budget={"max_candidates": max_candidates, "max_tokens": max_tokens, "max_cost": max_cost, "time_limit": time_limit},
-    )
     execute(database, plan, None, json_output)
 
 
-def run_resume(database, run_id: int, json_output: bool, workers: int | None = None, executor: str | None = None, ray_address: str | None = None) -> None:
+def run_resume(database, run_id: int, json_output: bool, workers: int | None = None, executor: ExecutorKind | None = None,
+               ray_address: str | None = None) -> None:
     """Continue a stored run with its stored plan (--workers, --executor and --ray-address may change where it runs)."""
     from kernel_agent.db.models import RunRow
-    from kernel_agent.optimize.run import RunPlan
 
     with database.session() as session:
         run = session.get(RunRow, run_id)
@@ -116,38 +77,37 @@ def run_resume(database, run_id: int, json_output: bool, workers: int | None = N
         plan.workers = workers
     if executor:
         plan.executor = executor
-        plan.ray_address = ray_address if executor == "ray" else None
+        plan.ray_address = ray_address if executor == ExecutorKind.RAY else None
     elif ray_address:
-        plan.executor, plan.ray_address = "ray", ray_address
+        plan.executor, plan.ray_address = ExecutorKind.RAY, ray_address
     execute(database, plan, run_id, json_output)
 
 
-def build_providers(database, plan, problems) -> dict:
+def build_providers(database, plan: RunPlan, problems) -> dict:
     """One provider per kernel name (replay is per kernel; the others are shared)."""
     from kernel_agent.db import writes as store
     from kernel_agent.propose import make_provider
     from kernel_agent.propose.openai_chat import load_prices
 
-    options = dict(plan.provider_options)
+    options = plan.provider_options
     if plan.provider == "replay":
-        return {p.name: make_provider("replay", calls=store.recorded_calls(database, options["replay_run"], p.name)) for _, p in problems}
+        return {p.name: make_provider("replay", calls=store.recorded_calls(database, options.replay_run, p.name)) for _, p in problems}
     if plan.provider == "openai":
-        prices_file = options.pop("prices_file", None)
-        options["prices"] = load_prices(Path(prices_file)) if prices_file else None
-        options["prompts_dir"] = Path(options["prompts_dir"]) if options.get("prompts_dir") else None
-        options["api_key_file"] = Path(options["api_key_file"]) if options.get("api_key_file") else None
-        options.pop("replay_run", None)
-        options["n"] = plan.samples
-    else:
-        options = {k: v for k, v in options.items() if k not in PROVIDER_KEYS}
-    shared = make_provider(plan.provider, **options)
+        shared = make_provider(
+            "openai", base_url=options.base_url, model=options.model, temperature=options.temperature, max_tokens=options.tokens_per_reply,
+            request_timeout=options.request_timeout, max_retries=options.max_retries, prompts_dir=options.prompts_dir,
+            prices=load_prices(options.prices_file) if options.prices_file else None, api_key_file=options.api_key_file, n=plan.search.samples,
+        )
+    else:  # search, and plugins: they take no options from the command line
+        shared = make_provider(plan.provider)
     return {p.name: shared for _, p in problems}
 
 
-def execute(database, plan, run_id: int | None, json_output: bool) -> None:
+def execute(database, plan: RunPlan, run_id: int | None, json_output: bool) -> None:
+    """Load the kernels, store the plan (or reopen the run), run the batch, render its results."""
     from kernel_agent.cli.progress import LoopProgress
     from kernel_agent.db import writes as store
-    from kernel_agent.evaluate.pipeline import run_device
+    from kernel_agent.evaluate.pipeline import EvalOptions, run_device
     from kernel_agent.optimize.run import BatchRun, device_ceilings, load_kernel, store_plan
     from kernel_agent.problem.canaries import audit_problem
     from kernel_agent.problem.load import ProblemError
@@ -157,7 +117,7 @@ def execute(database, plan, run_id: int | None, json_output: bool) -> None:
     for spec in plan.kernels:
         try:
             problem = load_kernel(spec)
-            for warning in audit_problem(problem, run_device(problem, plan.device)):
+            for warning in audit_problem(problem, run_device(problem, plan.evaluation.device)):
                 warn(warning)
         except ProblemError as exc:
             fail(str(exc))
@@ -170,15 +130,15 @@ def execute(database, plan, run_id: int | None, json_output: bool) -> None:
     except (ProviderConfigError, ValueError) as exc:
         fail(str(exc))
     if run_id is None:
-        run_id = store_plan(database, plan, plan.provider_options.get("model") if plan.provider == "openai" else None)
+        run_id = store_plan(database, plan)
         stderr.print(f"run {run_id}: {len(problems)} kernel(s), provider {plan.provider}, database {database.display_url}", highlight=False)
     else:
         store.reopen_run(database, run_id)
         stderr.print(f"resuming run {run_id}: {len(problems)} kernel(s), provider {plan.provider}, database {database.display_url}", highlight=False)
     executor = build_executor(plan)
-    progress = LoopProgress(stderr, names, plan.rounds)
-    timed_devices = {run_device(p, plan.device) for _, p in problems if not (p.device == "cuda" and run_device(p, plan.device) == "cpu")}
-    ceilings = device_ceilings(database, timed_devices, plan.eval_options().threads)
+    progress = LoopProgress(stderr, names, plan.search.proposal_rounds)
+    timed_devices = {run_device(p, plan.evaluation.device) for _, p in problems if not (p.device == "cuda" and run_device(p, plan.evaluation.device) == "cpu")}
+    ceilings = device_ceilings(database, timed_devices, EvalOptions.from_config(plan.evaluation).threads)
     batch = BatchRun(database, run_id, plan, problems, providers, executor, progress.event, ceilings=ceilings)
     results = run_until_interrupted(batch, progress, database, run_id)
     executor.shutdown()
@@ -193,9 +153,9 @@ def execute(database, plan, run_id: int | None, json_output: bool) -> None:
         render_summary(run_id, results)
 
 
-def build_executor(plan):
+def build_executor(plan: RunPlan):
     """The plan's executor: this machine's pool, or Ray (a local instance, or the cluster at plan.ray_address)."""
-    if plan.executor == "ray":
+    if plan.executor == ExecutorKind.RAY:
         from kernel_agent.optimize.executors.ray import RayExecutor, RayUnavailable
 
         try:

@@ -1,18 +1,141 @@
-"""Typer option declarations shared by several commands."""
+"""Command-line options built from the config records, and the few options that belong to the CLI alone.
+
+A command names a config record as a parameter (`evaluation: EvalConfig = fields_of(only=...)`);
+`from_config` replaces it with one typer option per field of the record (nested records included),
+each with the field's default, help, flag and minimum, and hands the command the record built from
+what was typed. So a default is written once, in its field, and `--help` shows it once.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+import dataclasses
+import inspect
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
 
 import typer
 
+from kernel_agent.core.config import default_of, flag_of, is_option, value_type
+
 DB = typer.Option(None, "--db", help="Database file or SQLAlchemy URL (default: $KERNEL_AGENT_DB or ./runs.db).", show_default=False)
 JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")
-DEVICE = typer.Option("auto", help="auto, cpu or cuda.")
-TIMEOUT = typer.Option(180.0, help="Wall-clock seconds for each sandboxed process.")
-MIN_GAIN = typer.Option(0.02, help="Accept as faster only when the 95% interval's low end clears 1 + MIN_GAIN.")
-THREADS = typer.Option(None, min=1, help="CPU threads for kernels and timing, the same for baseline and candidate (default: all cores).")
-SANDBOX = typer.Option(Path("sandbox"), help="Folder for per-evaluation work dirs.")
+
+
+@dataclass(frozen=True)
+class FieldsOf:
+    """A parameter's default that stands for its config record: which fields become options."""
+
+    only: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+
+    def wants(self, name: str) -> bool:
+        return (not self.only or name in self.only) and name not in self.skip
+
+
+def fields_of(*, only: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> Any:
+    return FieldsOf(only, skip)
+
+
+GIVEN: Any = object()  # the default of a `given: frozenset[str]` parameter: the options typed on the command line
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """One option field somewhere in a record tree: `path` is the names of the records above it."""
+
+    path: tuple[str, ...]
+    field: dataclasses.Field
+    hint: Any
+
+    @property
+    def name(self) -> str:
+        return self.field.name
+
+
+def leaves(kind: type, wanted: FieldsOf, path: tuple[str, ...] = ()) -> Iterator[Leaf]:
+    """The option fields of a record and of the records it holds, in declaration order."""
+    hints = typing.get_type_hints(kind)
+    for f in dataclasses.fields(kind):
+        hint = value_type(hints[f.name])
+        if dataclasses.is_dataclass(hint):
+            yield from leaves(hint, wanted, (*path, f.name))
+        elif is_option(f) and wanted.wants(f.name):
+            yield Leaf(path, f, hint)
+
+
+def typer_option(leaf: Leaf) -> Any:
+    """The typer option of one field: its default, flag, help and minimum; a choice parsed into its enum."""
+    meta = leaf.field.metadata
+    extra: dict[str, Any] = {}
+    if isinstance(leaf.hint, type) and issubclass(leaf.hint, Enum):
+        extra = {"parser": choice_parser(leaf.hint), "metavar": "<" + "|".join(m.value for m in leaf.hint) + ">"}
+    if meta.get("min") is not None:
+        extra["min"] = meta["min"]
+    return typer.Option(default_of(leaf.field), flag_of(leaf.field), help=meta["help"], **extra)
+
+
+def choice_parser(kind: type[Enum]) -> Callable[[Any], Enum]:
+    def parse(value: Any) -> Enum:
+        if isinstance(value, kind):
+            return value
+        try:
+            return kind(value)
+        except ValueError:
+            names = [m.value for m in kind]
+            raise typer.BadParameter(f"must be {', '.join(names[:-1])} or {names[-1]}, not {value!r}") from None
+
+    return parse
+
+
+def build(kind: type, values: dict[tuple[str, ...], Any], path: tuple[str, ...] = ()) -> Any:
+    """The record of `kind` with the typed values (keyed by field path); fields not offered keep their defaults."""
+    hints = typing.get_type_hints(kind)
+    given: dict[str, Any] = {}
+    for f in dataclasses.fields(kind):
+        hint = value_type(hints[f.name])
+        if dataclasses.is_dataclass(hint):
+            given[f.name] = build(hint, values, (*path, f.name))
+        elif (*path, f.name) in values:
+            given[f.name] = values[(*path, f.name)]
+    return kind(**given)
+
+
+def from_config(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`command` with each config-record parameter expanded into typer options (see the module docstring)."""
+    hints = typing.get_type_hints(command)
+    parameters: list[inspect.Parameter] = []
+    records: dict[str, tuple[type, list[Leaf]]] = {}
+    given_name = None
+    for p in inspect.signature(command).parameters.values():
+        if isinstance(p.default, FieldsOf):
+            found = list(leaves(hints[p.name], p.default))
+            records[p.name] = (hints[p.name], found)
+            parameters += [inspect.Parameter(leaf.name, p.KEYWORD_ONLY, default=typer_option(leaf), annotation=leaf.hint) for leaf in found]
+        elif p.default is GIVEN:
+            given_name = p.name
+        else:
+            parameters.append(p.replace(kind=p.KEYWORD_ONLY, annotation=hints.get(p.name, p.annotation)))
+    names = [p.name for p in parameters]
+    assert len(names) == len(set(names)), f"{command.__name__}: two options share a name"
+    expanded = {leaf.name for _, found in records.values() for leaf in found}
+    parameters.append(inspect.Parameter("typer_context", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context))
+
+    def run(**values: Any) -> Any:
+        context = values.pop("typer_context")
+        arguments = {name: value for name, value in values.items() if name not in expanded}
+        for name, (kind, found) in records.items():
+            arguments[name] = build(kind, {(*leaf.path, leaf.name): values[leaf.name] for leaf in found})
+        if given_name is not None:
+            arguments[given_name] = frozenset(n for n in names if context.get_parameter_source(n).name != "DEFAULT")
+        return command(**arguments)
+
+    run.__name__, run.__qualname__, run.__doc__, run.__module__ = command.__name__, command.__qualname__, command.__doc__, command.__module__
+    run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in parameters}
+    return run
 
 
 def open_db(db: str | None):

@@ -12,6 +12,7 @@ import json
 import math
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,31 +20,31 @@ import typer
 
 from kernel_agent.cli.ceilings import profile_ceilings
 from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, read_candidate, stderr, stdout, styled, warn
-from kernel_agent.cli.options import DB, THREADS, open_db
+from kernel_agent.cli.options import DB, fields_of, from_config, open_db
+from kernel_agent.core.config import Device, EvalConfig
 
 
+@from_config
 def profile_command(
     problem: Path | None = typer.Argument(None, help="A problem folder (problem.py + kernel.py) or a KernelBench .py file; without one, only the ceilings."),
     candidate: str | None = typer.Option(None, "--candidate", help="Time this candidate (a file, or a candidate id in the database; verified in the sandbox) instead of the baseline against itself."),
-    device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    evaluation: EvalConfig = fields_of(only=("device", "threads")),
     ceilings: bool = typer.Option(True, "--ceilings/--no-ceilings", help="Show the bandwidth and matmul rates stored for this device (measured and stored the first time; needed for floors)."),
     remeasure: bool = typer.Option(False, "--remeasure", help="Measure the ceilings again now and replace the stored ones."),
-    threads: int = THREADS,
     db: str = DB,
     json_output: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
 ) -> None:
     """Show work counts, roofline floors and the fraction of the floor a kernel reaches."""
     import torch
 
-    from kernel_agent.evaluate.pipeline import EvalOptions, evaluate, run_device
-    from kernel_agent.measure.profile import ProfileError, build_profile, ceilings_to_dict, profiler_breakdown, shape_rows
+    from kernel_agent.evaluate.pipeline import EvalOptions, run_device
+    from kernel_agent.measure.profile import ProfileError, build_profile, shape_rows
     from kernel_agent.problem.load import ProblemError, load_problem
 
-    if device not in ("auto", "cpu", "cuda"):
-        fail(f"--device must be auto, cpu or cuda, not {device!r}")
-    if device == "cuda" and not torch.cuda.is_available():
+    device = evaluation.device
+    if device == Device.CUDA and not torch.cuda.is_available():
         fail("--device cuda: no CUDA device is visible here; use --device cpu or auto")
-    threads = threads or EvalOptions().threads
+    threads = EvalOptions.from_config(evaluation).threads
     if problem is None:
         if not ceilings or candidate is not None:
             fail("give a PROBLEM to profile (without one, profile shows the device's ceilings)")
@@ -63,12 +64,7 @@ def profile_command(
         # A/A: the baseline as its own candidate (KernelBench candidates must name ModelNew).
         source = loaded.baseline_as_candidate
     stderr.print(f"timing the {role} (verified, sandboxed) ...", highlight=False)
-    verdict = None
-    with tempfile.TemporaryDirectory(prefix="kernel-agent-profile-") as sandbox:
-        try:
-            verdict = evaluate(loaded, source, EvalOptions(device=device, sandbox_root=Path(sandbox), profile="always", threads=threads))
-        except RuntimeError as exc:  # e.g. no isolation available
-            warn(f"no timing: {exc}")
+    verdict = timed(loaded, source, EvalOptions.from_config(evaluation, profile="always"))
     timing = verdict.timing if verdict is not None else None
     if verdict is not None and timing is None:
         warn(f"no timing: {verdict.status}: {verdict.reason}")
@@ -79,39 +75,77 @@ def profile_command(
         fail(str(exc))
     if role == "baseline":  # A/A: the "candidate" side is the baseline again; keep one set of numbers
         rows = [{k: v for k, v in row.items() if not k.startswith("candidate_")} for row in rows]
-    breakdown: dict[str, Any] = {"error": "the candidate was not timed, so it was not profiled"}
-    if verdict is not None and verdict.profile:
-        breakdown = {"role": role, **verdict.profile}  # profiled inside its sandbox after the timing
-    elif role == "baseline":
-        try:  # trusted code only: the problem's own baseline, in this process
-            breakdown = {"role": role, **profiler_breakdown(loaded, loaded.baseline_path, loaded.shapes[0], loaded.dtypes[0], where)}
-        except Exception as exc:  # noqa: BLE001 - e.g. a Triton baseline on a machine without a GPU
-            breakdown = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
+    breakdown = operator_breakdown(loaded, verdict, role, where)
     profile = build_profile(loaded, timing, where, measured, rows=rows, role=role, breakdown=breakdown if "error" not in breakdown else None)
 
-    summary = None
-    if verdict is not None:
-        summary = {"role": role, "status": verdict.status, "reason": verdict.reason, "speedup": verdict.speedup, "speedup_ci": verdict.speedup_ci}
-        if timing is not None:
-            summary.update(baseline=timing.get("baseline"), candidate=timing.get("candidate"))
-    suspicious = [row for row in rows if row.get("candidate_faster_than_floor") or row.get("baseline_faster_than_floor")]
-    failed = candidate is not None and (verdict is None or not verdict.passed)
+    report = ProfileReport(loaded.name, where, measured, origin, rows, profile, timing_summary(verdict, role), breakdown)
     if json_output:
-        result = {
-            "problem": loaded.name,
-            "device": where,
-            "ceilings": ceilings_to_dict(measured) if measured is not None else None,
-            "ceilings_origin": origin,
-            "shapes": rows,
-            "profile": profile,
-            "timing": summary,
-            "breakdown": breakdown,
+        sys.stdout.write(json.dumps(report.to_json(), default=str) + "\n")
+    else:
+        render(report)
+    failed = candidate is not None and (verdict is None or not verdict.passed)
+    raise typer.Exit(EXIT_VERDICT if failed else EXIT_OK)
+
+
+@dataclass
+class ProfileReport:
+    """What `profile` shows for one problem: `--json` prints `to_json()`, otherwise `render`."""
+
+    problem: str
+    device: str
+    ceilings: Any  # measure.profile.Ceilings, or None
+    ceilings_origin: str
+    rows: list[dict[str, Any]]
+    profile: dict[str, Any]
+    timing: dict[str, Any] | None
+    breakdown: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        from kernel_agent.measure.profile import ceilings_to_dict
+
+        suspicious = [row for row in self.rows if row.get("candidate_faster_than_floor") or row.get("baseline_faster_than_floor")]
+        return {
+            "problem": self.problem, "device": self.device, "ceilings": ceilings_to_dict(self.ceilings) if self.ceilings is not None else None,
+            "ceilings_origin": self.ceilings_origin, "shapes": self.rows, "profile": self.profile, "timing": self.timing, "breakdown": self.breakdown,
             "faster_than_floor": [row["shape"] for row in suspicious],
         }
-        sys.stdout.write(json.dumps(result, default=str) + "\n")
-    else:
-        render(loaded.name, where, measured, origin, rows, summary, breakdown)
-    raise typer.Exit(EXIT_VERDICT if failed else EXIT_OK)
+
+
+def timed(problem, source: str, options) -> Any:  # noqa: ANN001 - a Problem and EvalOptions, imported lazily
+    """The verdict of `source` timed in a throwaway sandbox (None when no sandbox can start here)."""
+    from dataclasses import replace
+
+    from kernel_agent.evaluate.pipeline import evaluate
+
+    with tempfile.TemporaryDirectory(prefix="kernel-agent-profile-") as sandbox:
+        try:
+            return evaluate(problem, source, replace(options, sandbox_root=Path(sandbox)))
+        except RuntimeError as exc:  # e.g. no isolation available
+            warn(f"no timing: {exc}")
+            return None
+
+
+def operator_breakdown(problem, verdict, role: str, where: str) -> dict[str, Any]:  # noqa: ANN001 - a Problem and a Verdict
+    """The torch.profiler breakdown: the one the sandboxed process reported, else (for the baseline) one taken here."""
+    from kernel_agent.measure.profile import profiler_breakdown
+
+    if verdict is not None and verdict.profile:
+        return {"role": role, **verdict.profile}  # profiled inside its sandbox after the timing
+    if role != "baseline":
+        return {"error": "the candidate was not timed, so it was not profiled"}
+    try:  # trusted code only: the problem's own baseline, in this process
+        return {"role": role, **profiler_breakdown(problem, problem.baseline_path, problem.shapes[0], problem.dtypes[0], where)}
+    except Exception as exc:  # noqa: BLE001 - e.g. a Triton baseline on a machine without a GPU
+        return {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
+
+
+def timing_summary(verdict, role: str) -> dict[str, Any] | None:  # noqa: ANN001 - a Verdict
+    if verdict is None:
+        return None
+    summary = {"role": role, "status": verdict.status, "reason": verdict.reason, "speedup": verdict.speedup, "speedup_ci": verdict.speedup_ci}
+    if verdict.timing is not None:
+        summary.update(baseline=verdict.timing.get("baseline"), candidate=verdict.timing.get("candidate"))
+    return summary
 
 
 def candidate_source(candidate: str, kernel: str, db: str | None) -> str:
@@ -160,10 +194,12 @@ def ceilings_line(ceilings, origin: str) -> str:
     return f"ceilings ({ceilings.device_name}, {ceilings.fingerprint.split(' | ')[-1]}, {origin}): memory {ceilings.memory_gbps:.4g} GB/s; {rates}"
 
 
-def render(name: str, device: str, ceilings, origin: str, rows: list[dict[str, Any]], summary: dict[str, Any] | None, breakdown: dict[str, Any]) -> None:
+def render(report: ProfileReport) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    name, device, ceilings, origin, rows = report.problem, report.device, report.ceilings, report.ceilings_origin, report.rows
+    summary, breakdown = report.timing, report.breakdown
     stdout.print(styled(name, "bold", f" on {device}"), highlight=False)
     stdout.print(ceilings_line(ceilings, origin), highlight=False)
     if summary is not None:

@@ -14,12 +14,13 @@ import os
 import shutil
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from kernel_agent.core.config import EvalConfig
 from kernel_agent.core.fingerprint import fingerprint
 from kernel_agent.core.verdict import StatusError, Verdict
 from kernel_agent.evaluate.ab_timing import TimingJob, measure_speedup
@@ -32,7 +33,6 @@ from kernel_agent.evaluate.device_lock import DeviceGate, NoGate
 from kernel_agent.evaluate.sandbox.isolation import Isolation, Limits, probe, write_trusted
 from kernel_agent.evaluate.sandbox.session import WorkerFailure, WorkerSession, WorkerSpec
 from kernel_agent.evaluate.sandbox.shm import InputSegment, nbytes
-from kernel_agent.measure.stats import DEFAULT_MIN_GAIN, SANITY_SPEEDUP
 from kernel_agent.problem.canaries import LOAD_AUDIT_BYTES, check_canaries
 from kernel_agent.problem.footprint import Footprint, largest_footprint, refusal
 from kernel_agent.problem.load import Problem, ProblemError
@@ -42,20 +42,13 @@ INTERPRETER_MAX_ELEMENTS = 1 << 16  # larger shapes are skipped under the Triton
 
 
 @dataclass
-class EvalOptions:
-    device: str = "auto"  # "auto", "cpu" or "cuda"
-    timeout: float = 180.0  # wall clock for each sandboxed process
-    backend: str | None = None
-    min_gain: float = DEFAULT_MIN_GAIN
-    sanity_speedup: float = SANITY_SPEEDUP
-    threads: int = field(default_factory=lambda: os.cpu_count() or 1)
-    rounds: int = 10
+class EvalOptions(EvalConfig):
+    """The evaluation's whole option set: what a user chooses (`EvalConfig`, declared once with its
+    defaults and help) and what the harness sets on top."""
+
     target_block_ms: float = 100.0
     seeds_per_shape: int = 5
-    isolation: str = "auto"
-    sandbox_root: Path = Path("sandbox")
     build_store: Path | None = None
-    keep_workdir: bool = False
     limits: Limits = field(default_factory=Limits)
     audit_fraction: float = 0.2
     memory_budget: int | None = None  # bytes of host memory an evaluation may use (default: what is available now)
@@ -63,6 +56,15 @@ class EvalOptions:
     profile: str = "never"  # "faster" (verdicts faster or flagged) or "always": torch.profiler inside the sandbox after timing
     profile_calls: int = 3
     gate: DeviceGate | NoGate = field(default_factory=NoGate, repr=False)  # shared by parallel evaluations
+
+    def __post_init__(self) -> None:
+        if self.threads is None:  # "all cores", resolved here: the sandbox and the fingerprint need a number
+            self.threads = os.cpu_count() or 1
+
+    @classmethod
+    def from_config(cls, config: EvalConfig, **harness: Any) -> EvalOptions:
+        """The user's choices (from the CLI or a stored plan), then the harness's settings over them."""
+        return cls(**{**{f.name: getattr(config, f.name) for f in fields(EvalConfig)}, **harness})
 
 
 class EvaluationError(StatusError):
@@ -345,7 +347,7 @@ class Evaluation:
                 raise EvaluationError("rejected", f"no checked case for shape {list(missing[0][0])} {missing[0][1]}: cannot audit its timed outputs")
             job = TimingJob(
                 configs=configs, maker=maker, candidate=candidate, baseline=baseline, device=self.device, threads=options.threads,
-                rounds=options.rounds, target_block_ms=options.target_block_ms, audit_fraction=options.audit_fraction,
+                rounds=options.timing_rounds, target_block_ms=options.target_block_ms, audit_fraction=options.audit_fraction,
                 timeout=options.timeout, tolerance=self._tolerance, output_bytes=self.output_bytes,
             )
             estimate, raised = measure_speedup(job)

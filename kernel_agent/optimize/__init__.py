@@ -1,4 +1,9 @@
-"""Many kernels, rounds of proposals: the loop, its budgets, where evaluations run, and resume."""
+"""Many kernels, rounds of proposals: the options, the search, its records, budgets, where evaluations run, and resume.
+
+config (every option of a run, stored as its plan) -> run (kernel lists, manifests, the batch) ->
+kernel_loop (one kernel, top to bottom) over search_state (pure policy), recorder (the database),
+prompt_profile, budget, executors/.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,10 @@ __all__ = ["KernelSpec", "RunPlan", "expand_paths"]
 
 def __getattr__(name: str) -> Any:
     """Import on first use: the sandbox worker and the GPU machine import parts of this package alone."""
+    if name in ("KernelSpec", "RunPlan"):
+        from kernel_agent.optimize import config
+
+        return getattr(config, name)
     if name in __all__:
         from kernel_agent.optimize import run
 

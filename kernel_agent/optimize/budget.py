@@ -8,31 +8,26 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
 
+from kernel_agent.optimize.config import BudgetLimits
 from kernel_agent.propose.base import LLMCall
 
-
-@dataclass(frozen=True)
-class BudgetLimits:
-    max_candidates: int | None = None
-    max_tokens: int | None = None
-    max_cost: float | None = None  # USD
-    time_limit: float | None = None  # seconds of wall time in this invocation
-
-    def any(self) -> bool:
-        return any(v is not None for v in (self.max_candidates, self.max_tokens, self.max_cost, self.time_limit))
+__all__ = ["Budget", "BudgetLimits"]
 
 
 class Budget:
-    def __init__(self, limits: BudgetLimits, scope: str, parent: Budget | None = None) -> None:
+    """Spent so far in one scope (the run, or one kernel); a kernel's budget charges its run's too."""
+
+    def __init__(self, limits: BudgetLimits, scope: str, parent: Budget | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = limits
+        self.clock = clock
         self.scope = scope
         self.parent = parent
         self.candidates = 0
         self.tokens = 0
         self.cost = 0.0
-        self.started = time.monotonic()
+        self.started = clock()
         self._lock = threading.Lock()
 
     def charge_call(self, call: LLMCall) -> None:
@@ -68,12 +63,13 @@ class Budget:
         with self._lock:
             if limits.max_candidates is not None and self.candidates >= limits.max_candidates:
                 return self._reason("candidates", f"{self.candidates} candidates evaluated (max {limits.max_candidates})")
-            if limits.max_tokens is not None and self.tokens >= limits.max_tokens:
-                return self._reason("tokens", f"{self.tokens} tokens used (max {limits.max_tokens})")
+            if limits.token_budget is not None and self.tokens >= limits.token_budget:
+                return self._reason("tokens", f"{self.tokens} tokens used (max {limits.token_budget})")
             if limits.max_cost is not None and self.cost >= limits.max_cost:
                 return self._reason("cost", f"${self.cost:.4f} spent (max ${limits.max_cost:.4f})")
-            if limits.time_limit is not None and time.monotonic() - self.started >= limits.time_limit:
-                return self._reason("time", f"{time.monotonic() - self.started:.0f} s elapsed (limit {limits.time_limit:.0f} s)")
+            elapsed = self.clock() - self.started
+            if limits.time_limit is not None and elapsed >= limits.time_limit:
+                return self._reason("time", f"{elapsed:.0f} s elapsed (limit {limits.time_limit:.0f} s)")
         return self.parent.reached() if self.parent else None
 
     def _reason(self, kind: str, detail: str) -> str:

@@ -27,6 +27,7 @@ from kernel_agent.db.session import Database
 from kernel_agent.evaluate.pipeline import EvalOptions, run_device
 from kernel_agent.measure.stats import typical_ms
 from kernel_agent.optimize.budget import Budget, BudgetLimits
+from kernel_agent.optimize.config import SearchConfig
 from kernel_agent.optimize.executors.local import Executor, LocalExecutor
 from kernel_agent.problem.load import Problem
 from kernel_agent.propose.base import Attempt, Proposal, ProposalContext, Provider
@@ -36,11 +37,7 @@ TERMINAL = ("improved", "no_gain", "needs_review", "needs_gpu", "baseline_failed
 
 @dataclass
 class LoopOptions:
-    rounds: int = 3
-    samples: int = 4
-    beam: int = 2
-    patience: int = 2
-    roofline_stop: float = 0.9  # stop a kernel once its best reaches this fraction of the roofline floor (0: never)
+    search: SearchConfig = field(default_factory=SearchConfig)
     eval: EvalOptions = field(default_factory=EvalOptions)
     budget: BudgetLimits = field(default_factory=BudgetLimits)  # per kernel
 
@@ -161,7 +158,7 @@ class KernelLoop:
     @property
     def parents(self) -> list[Attempt]:
         accepted = [a for a in self.attempts.values() if a.status == "faster" and a.speedup]
-        return sorted(accepted, key=lambda a: (-(a.speedup or 0.0), a.candidate_id or 0))[: self.options.beam]
+        return sorted(accepted, key=lambda a: (-(a.speedup or 0.0), a.candidate_id or 0))[: self.options.search.beam]
 
     def history_before(self, round_index: int) -> list[Attempt]:
         """Earlier rounds' attempts in storage order: the same prompt on a resume as the first time."""
@@ -281,13 +278,13 @@ class KernelLoop:
         if self.unevaluated and not self._evaluate_all(self.unevaluated):
             return self._stopped()
         stale_rounds = 0
-        for round_index in range(self.rounds_done + 1, self.options.rounds + 1):
+        for round_index in range(self.rounds_done + 1, self.options.search.proposal_rounds + 1):
             if self.shared.stop.is_set() or self.budget.reached():
                 return self._stopped()
             best_before = self.parents[0].speedup if self.parents else 1.0
             context = ProposalContext(
                 problem=self.problem, baseline_source=self.baseline_source, parents=self.parents, history=self.history_before(round_index),
-                profile=profile, best_profile=self._best_profile(), round=round_index, samples=self.options.samples, device=self.device,
+                profile=profile, best_profile=self._best_profile(), round=round_index, samples=self.options.search.samples, device=self.device,
                 cache_lookup=lambda key: store.cached_call(self.db, key),
             )
             self.progress("round", {"kernel": self.problem.name, "round": round_index})
@@ -310,7 +307,7 @@ class KernelLoop:
             store.update_run_kernel(self.db, self.run_kernel_id, rounds_done=round_index)
             best_now = self.parents[0].speedup if self.parents else 1.0
             stale_rounds = 0 if (best_now or 0) > (best_before or 0) else stale_rounds + 1
-            if stale_rounds >= self.options.patience:
+            if stale_rounds >= self.options.search.patience:
                 break
             near = self._near_roofline()
             if near:
@@ -323,10 +320,10 @@ class KernelLoop:
 
     def _near_roofline(self) -> str:
         """A reason to stop when the best already runs close to the machine's floor (little left to find)."""
-        profile = self._best_profile() if self.options.roofline_stop > 0 else None
+        profile = self._best_profile() if self.options.search.roofline_stop > 0 else None
         fraction = (profile or {}).get("fraction_of_floor")
-        if isinstance(fraction, (int, float)) and fraction >= self.options.roofline_stop:
-            return f"stopped early: the best runs at {fraction:.2f} of the roofline floor (--roofline-stop {self.options.roofline_stop:g})"
+        if isinstance(fraction, (int, float)) and fraction >= self.options.search.roofline_stop:
+            return f"stopped early: the best runs at {fraction:.2f} of the roofline floor (--roofline-stop {self.options.search.roofline_stop:g})"
         return ""
 
     def _stopped(self) -> KernelResult:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import glob
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +22,13 @@ except ModuleNotFoundError:  # Python 3.10
 from kernel_agent.db import writes as store
 from kernel_agent.db.session import Database
 from kernel_agent.evaluate.pipeline import EvalOptions
-from kernel_agent.measure.stats import SANITY_SPEEDUP
-from kernel_agent.optimize.budget import Budget, BudgetLimits
+from kernel_agent.optimize.budget import Budget
+from kernel_agent.optimize.config import KernelSpec, RunPlan, manifest_keys, minimum_of
 from kernel_agent.optimize.executors.local import Executor
 from kernel_agent.optimize.kernel_loop import KernelLoop, KernelResult, LoopOptions, Progress, Shared
 from kernel_agent.problem.load import Problem, ProblemError, load_problem
 from kernel_agent.propose.base import Provider
 
-KERNEL_KEYS = {"path", "rounds", "samples", "beam", "patience", "tolerances", "backend", "max_candidates", "max_tokens", "max_cost", "time_limit"}
 MAX_KERNEL_THREADS = 16
 
 
@@ -37,71 +36,9 @@ class PlanError(ValueError):
     """A kernel list or manifest that cannot be used (one line naming the fix)."""
 
 
-@dataclass
-class KernelSpec:
-    path: str
-    rounds: int | None = None
-    samples: int | None = None
-    beam: int | None = None
-    patience: int | None = None
-    tolerances: dict[str, list[float]] | None = None
-    backend: str | None = None
-    max_candidates: int | None = None
-    max_tokens: int | None = None
-    max_cost: float | None = None
-    time_limit: float | None = None
-
-
-@dataclass
-class RunPlan:
-    """Everything needed to run (or resume) a batch, stored as JSON with the run."""
-
-    kernels: list[KernelSpec]
-    provider: str
-    provider_options: dict[str, Any] = field(default_factory=dict)
-    rounds: int = 3
-    samples: int = 4
-    beam: int = 2
-    patience: int = 2
-    roofline_stop: float = 0.9
-    device: str = "auto"
-    timeout: float = 180.0
-    min_gain: float = 0.02
-    sanity_speedup: float = SANITY_SPEEDUP  # above it a speedup is flagged for human review, never accepted
-    threads: int | None = None
-    sandbox: str = "sandbox"
-    workers: int | None = None
-    concurrency: int = 4
-    budget: dict[str, Any] = field(default_factory=dict)  # run-wide BudgetLimits fields
-    executor: str = "local"  # "local" (this machine's pool) or "ray" (a Ray cluster); plans stored before these keys load as local
-    ray_address: str | None = None  # None: start a local Ray instance
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RunPlan:
-        data = dict(data)
-        data["kernels"] = [KernelSpec(**k) for k in data.get("kernels", [])]
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
-
-    def eval_options(self) -> EvalOptions:
-        options = EvalOptions(device=self.device, timeout=self.timeout, min_gain=self.min_gain, sanity_speedup=self.sanity_speedup,
-                              sandbox_root=Path(self.sandbox))
-        if self.threads:
-            options.threads = self.threads
-        return options
-
-    def loop_options(self, spec: KernelSpec) -> LoopOptions:
-        eval_options = self.eval_options()
-        if spec.backend:
-            eval_options = replace(eval_options, backend=spec.backend)
-        return LoopOptions(
-            rounds=spec.rounds or self.rounds, samples=spec.samples or self.samples, beam=spec.beam or self.beam,
-            patience=spec.patience or self.patience, roofline_stop=self.roofline_stop, eval=eval_options,
-            budget=BudgetLimits(spec.max_candidates, spec.max_tokens, spec.max_cost, spec.time_limit),
-        )
+def loop_options(plan: RunPlan, spec: KernelSpec) -> LoopOptions:
+    """One kernel's options: the run's, with what its manifest entry sets for it alone."""
+    return LoopOptions(search=spec.search(plan.search), eval=EvalOptions.from_config(spec.evaluation(plan.evaluation)), budget=spec.budget())
 
 
 def expand_paths(arguments: list[str]) -> list[str]:
@@ -142,18 +79,27 @@ def load_manifest(path: Path) -> list[KernelSpec]:
         merged = {**defaults, **entry} if isinstance(entry, dict) else None
         if merged is None or "path" not in merged:
             raise PlanError(f"{path}: kernel #{index} has no path")
-        unknown = set(merged) - KERNEL_KEYS
-        if unknown:
-            raise PlanError(f"{path}: kernel #{index} has unknown option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(KERNEL_KEYS))}")
+        values = manifest_values(merged, f"{path}: kernel #{index}")
         kernel_path = Path(merged["path"])
         if not kernel_path.is_absolute():
             kernel_path = path.parent / kernel_path
-        for expanded in expand_paths([str(kernel_path)]):
-            try:
-                specs.append(KernelSpec(**{**merged, "path": expanded}))
-            except TypeError as exc:
-                raise PlanError(f"{path}: kernel #{index}: {exc}") from None
+        specs += [KernelSpec(**{**values, "path": expanded}) for expanded in expand_paths([str(kernel_path)])]
     return specs
+
+
+def manifest_values(entry: dict[str, Any], where: str) -> dict[str, Any]:
+    """A manifest entry's keys (the options' user-facing names) as KernelSpec fields, each checked like its flag."""
+    keys = manifest_keys()
+    unknown = set(entry) - set(keys)
+    if unknown:
+        raise PlanError(f"{where} has unknown option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(keys))}")
+    values = {}
+    for key, value in entry.items():
+        low = minimum_of(keys[key])
+        if low is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < low):
+            raise PlanError(f"{where}: {key} must be a number of at least {low:g}, not {value!r}")
+        values[keys[key]] = value
+    return values
 
 
 def load_kernel(spec: KernelSpec) -> Problem:
@@ -179,11 +125,11 @@ class BatchRun:
     ceilings: dict[str, Any] = field(default_factory=dict)
 
     def run(self) -> list[KernelResult]:
-        run_budget = Budget(BudgetLimits(**self.plan.budget), "run")
+        run_budget = Budget(self.plan.budget, "run")
         shared = Shared(executor=self.executor, llm_slots=threading.BoundedSemaphore(max(1, self.plan.concurrency)), budget=run_budget, stop=self.stop,
                         ceilings=self.ceilings)
         loops = [
-            KernelLoop(self.db, self.run_id, problem, self.providers[problem.name], self.plan.loop_options(spec), self.progress, shared)
+            KernelLoop(self.db, self.run_id, problem, self.providers[problem.name], loop_options(self.plan, spec), self.progress, shared)
             for spec, problem in self.problems
         ]
         threads = max(1, min(len(loops), MAX_KERNEL_THREADS))
@@ -192,7 +138,8 @@ class BatchRun:
             return [f.result() for f in futures]
 
 
-def store_plan(db: Database, plan: RunPlan, model: str | None) -> int:
+def store_plan(db: Database, plan: RunPlan) -> int:
+    model = plan.provider_options.model if plan.provider == "openai" else None
     return store.create_run(db, plan.provider, model, plan.to_json())
 
 

@@ -35,7 +35,7 @@ def main() -> int:
     for path in sorted((HERE / "gpu_fixtures").glob("*.py")):
         fixture = load_fixture(path)
         with tempfile.TemporaryDirectory() as tmp:
-            verdict = evaluate(problem, path.read_text(), EvalOptions(device="cuda", sandbox_root=Path(tmp), rounds=args.rounds, timeout=120))
+            verdict = evaluate(problem, path.read_text(), EvalOptions(device="cuda", sandbox_root=Path(tmp), timing_rounds=args.rounds, timeout=120))
         ok = verdict.status in fixture.expect.split("|") and any(r in verdict.reason for r in fixture.reason.split("|"))
         failures += not ok
         row = {"fixture": path.stem, "row": fixture.row, "expected": fixture.expect, "observed": verdict.status, "ok": ok}

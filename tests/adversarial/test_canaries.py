@@ -34,12 +34,12 @@ CANARIES = {
 @pytest.mark.parametrize("name", sorted(CANARIES))
 def test_canary_candidates_are_rejected_as_incorrect(tmp_path: Path, name: str) -> None:
     source = f"import torch\n\n\ndef kernel(x):\n    {CANARIES[name]}\n"
-    verdict = evaluate(load_problem(SOFTMAX), source, EvalOptions(sandbox_root=tmp_path / "sandbox", rounds=2))
+    verdict = evaluate(load_problem(SOFTMAX), source, EvalOptions(sandbox_root=tmp_path / "sandbox", timing_rounds=2))
     assert verdict.status == "incorrect", f"{name}: {verdict.status}: {verdict.reason}"
     assert "shape=" in verdict.reason
 
 
 def test_the_reference_equivalent_candidate_passes(tmp_path: Path) -> None:
     source = "import torch\n\n\ndef kernel(x):\n    return torch.softmax(x, dim=-1)\n"
-    verdict = evaluate(load_problem(SOFTMAX), source, EvalOptions(sandbox_root=tmp_path / "sandbox", rounds=4))
+    verdict = evaluate(load_problem(SOFTMAX), source, EvalOptions(sandbox_root=tmp_path / "sandbox", timing_rounds=4))
     assert verdict.correct is True and verdict.passed, verdict.reason

@@ -1,0 +1,139 @@
+"""One declaration per option: its default, help text and command-line name live in one dataclass field.
+
+The command line (`cli/options.py` turns fields into typer options), the run plan stored with each
+run (`optimize/config.py`) and the TOML manifest's per-kernel keys all read these fields, so a default
+is written once. Choices are enums: `str` subclasses that compare equal to, and store as, their value.
+
+`EvalConfig` lives here, in `core`, because the evaluation (which must not import `optimize`) extends
+it into its full option set, `evaluate.pipeline.EvalOptions`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import MISSING, dataclass, field
+from enum import Enum
+from pathlib import Path
+from types import UnionType
+from typing import Any
+
+
+class Choice(str, Enum):
+    """An option's closed set of values; prints, compares and stores as its value (messages written
+    for the plain strings, `f"{x!r}"` included, read the same)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class Device(Choice):
+    AUTO = "auto"  # the problem's device when it is visible here, else the CPU
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
+class IsolationLevel(Choice):
+    AUTO = "auto"  # the strongest one this machine offers
+    BWRAP = "bwrap"
+    UNSHARE = "unshare"
+    PROCESS = "process"
+
+
+class ExecutorKind(Choice):
+    LOCAL = "local"  # this machine's pool
+    RAY = "ray"  # a Ray cluster
+
+
+def option(default: Any = MISSING, *, help: str, flag: str | None = None, minimum: float | None = None, factory: Any = MISSING) -> Any:
+    """A dataclass field that is a user-facing option: its default, its help, and its flag when not `--field-name`."""
+    metadata = {"help": help, "flag": flag, "min": minimum}
+    if factory is not MISSING:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def is_option(f: dataclasses.Field) -> bool:
+    return "help" in f.metadata
+
+
+def flag_of(f: dataclasses.Field) -> str:
+    """The field's command-line flag (a `--x/--no-x` pair for switches)."""
+    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+
+
+def key_of(f: dataclasses.Field) -> str:
+    """The name a user writes for the field outside the command line (a manifest key): the flag without dashes."""
+    return flag_of(f).split("/")[0].lstrip("-").replace("-", "_")
+
+
+def default_of(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default_factory is not MISSING else f.default
+
+
+def value_type(hint: Any) -> Any:
+    """`X` for `X | None`; the hint itself otherwise."""
+    if typing.get_origin(hint) in (typing.Union, UnionType):
+        kinds = [a for a in typing.get_args(hint) if a is not type(None)]
+        return kinds[0] if len(kinds) == 1 else hint
+    return hint
+
+
+@dataclass
+class EvalConfig:
+    """What a user chooses about evaluating a candidate; `eval`, `optimize`, `profile` and `export` read these."""
+
+    device: Device = option(Device.AUTO, help="Where candidates run: auto (the problem's device when one is visible), cpu or cuda.")
+    timeout: float = option(180.0, help="Wall-clock seconds for each sandboxed process.")
+    backend: str | None = option(None, help="triton, cuda, cpp or torch (detected from the source when omitted).")
+    min_gain: float = option(0.02, help="Accept as faster only when the 95% interval's low end clears 1 + MIN_GAIN.")
+    sanity_speedup: float = option(10.0, minimum=1.0, help="A speedup above this is flagged for human review (kernel-agent review) instead of accepted.")
+    timing_rounds: int = option(10, minimum=1, help="Timing rounds per A/B measurement (alternating baseline and candidate blocks).")
+    isolation: IsolationLevel = option(IsolationLevel.AUTO, help="Sandbox isolation: auto (the strongest available), bwrap, unshare or process.")
+    sandbox_root: Path = option(Path("sandbox"), flag="--sandbox", help="Folder for per-evaluation work dirs.")
+    keep_workdir: bool = option(False, flag="--keep/--no-keep", help="Keep the work dir for inspection.")
+    threads: int | None = option(None, minimum=1, help="CPU threads for kernels and timing, the same for baseline and candidate (default: all cores).")
+
+
+# ---- stored as JSON ----------------------------------------------------------------------------
+
+
+def to_json(record: Any) -> Any:
+    """A config record as JSON values: enums by value, paths as strings, nested records as objects."""
+    if dataclasses.is_dataclass(record) and not isinstance(record, type):
+        return {f.name: to_json(getattr(record, f.name)) for f in dataclasses.fields(record)}
+    if isinstance(record, Enum):
+        return record.value
+    if isinstance(record, Path):
+        return str(record)
+    if isinstance(record, list):
+        return [to_json(v) for v in record]
+    if isinstance(record, dict):
+        return {k: to_json(v) for k, v in record.items()}
+    return record
+
+
+def from_json(kind: type, data: dict[str, Any]) -> Any:
+    """The record `to_json` wrote, each value turned back into its field's type; unknown keys are ignored."""
+    hints = typing.get_type_hints(kind)
+    values = {}
+    for f in dataclasses.fields(kind):
+        if f.init and f.name in data:
+            values[f.name] = _typed(hints[f.name], data[f.name])
+    return kind(**values)
+
+
+def _typed(hint: Any, value: Any) -> Any:
+    kind = value_type(hint)
+    if value is None:
+        return None
+    if typing.get_origin(kind) is list and value and dataclasses.is_dataclass(typing.get_args(kind)[0]):
+        return [from_json(typing.get_args(kind)[0], v) for v in value]
+    if dataclasses.is_dataclass(kind):
+        return from_json(kind, value)
+    if isinstance(kind, type) and issubclass(kind, (Enum, Path)):
+        return kind(value)
+    return value
