@@ -109,6 +109,7 @@ def execute(database, plan: RunPlan, run_id: int | None, json_output: bool) -> N
     from kernel_agent.db import writes as store
     from kernel_agent.evaluate.pipeline import EvalOptions, run_device
     from kernel_agent.optimize.run import BatchRun, device_ceilings, load_kernel, store_plan
+    from kernel_agent.optimize.search_state import KernelStatus
     from kernel_agent.problem.canaries import audit_problem
     from kernel_agent.problem.load import ProblemError
     from kernel_agent.propose.openai_chat import ProviderConfigError
@@ -142,10 +143,10 @@ def execute(database, plan: RunPlan, run_id: int | None, json_output: bool) -> N
     batch = BatchRun(database, run_id, plan, problems, providers, executor, progress.event, ceilings=ceilings)
     results = run_until_interrupted(batch, progress, database, run_id)
     executor.shutdown()
-    if results and all(r.status == "provider_failed" for r in results):
+    if results and all(r.status == KernelStatus.PROVIDER_FAILED for r in results):
         store.finish_run(database, run_id, "failed", results[-1].reason)
         fail(f"{results[-1].reason}; check --base-url, the key and the endpoint, then rerun")
-    unfinished = [r for r in results if r.status in ("interrupted", "budget_reached")]
+    unfinished = [r for r in results if r.status in (KernelStatus.INTERRUPTED, KernelStatus.BUDGET_REACHED)]
     store.finish_run(database, run_id, "stopped" if unfinished else "completed", "; ".join(sorted({r.reason for r in unfinished})))
     if json_output:
         sys.stdout.write(json.dumps({"run_id": run_id, "kernels": [r.to_dict() for r in results]}) + "\n")

@@ -14,8 +14,8 @@ from kernel_agent.db.session import open_database
 from kernel_agent.db.writes import create_run, store_ceilings
 from kernel_agent.measure.profile import Ceilings, fingerprint_key
 from kernel_agent.optimize.kernel_loop import KernelLoop, LoopOptions, Shared
+from kernel_agent.optimize.search_state import Candidate
 from kernel_agent.problem.load import load_problem
-from kernel_agent.propose.base import Attempt
 from kernel_agent.propose.search import SearchProvider
 
 
@@ -58,13 +58,11 @@ def test_eval_and_optimize_give_the_same_verdict_for_the_same_candidate(tmp_path
 def test_a_best_near_the_roofline_stops_the_kernel(tmp_path: Path) -> None:
     # 4 MiB at 4.2 GB/s: a floor of about 1.0 ms; a best at 1.05 ms is at 0.95 of it.
     near = loop(tmp_path, gbps=4.2)
-    near.accepted_verdicts[7] = verdict(1.05)
-    near.attempts[7] = Attempt(7, "src", "faster", "", 2.0 / 1.05, "", 1)
+    near.state.remember(Candidate(7, "src", "", 1), verdict(1.05))
     assert "stopped early: the best runs at 0.95 of the roofline floor" in near._near_roofline()
     near.options.search.roofline_stop = 0  # disabled
     assert near._near_roofline() == ""
     (tmp_path / "far").mkdir()
     far = loop(tmp_path / "far", gbps=1000.0)
-    far.accepted_verdicts[7] = verdict(1.05)
-    far.attempts[7] = Attempt(7, "src", "faster", "", 2.0 / 1.05, "", 1)
+    far.state.remember(Candidate(7, "src", "", 1), verdict(1.05))
     assert far._near_roofline() == ""

@@ -1,0 +1,200 @@
+"""One kernel's search, without storage: attempts, parents (the beam), the history a prompt shows,
+the patience counter, the stop reasons and the outcome.
+
+Pure: no database, no executor, no clock. The loop feeds it verdicts as they arrive and asks it what to
+propose from and when to stop; the recorder fills it from the database after a crash, so a resumed kernel
+asks its provider the same question it asked the first time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernel_agent.core.config import Choice
+from kernel_agent.core.verdict import Status, Verdict
+from kernel_agent.measure.stats import typical_ms
+from kernel_agent.optimize.config import SearchConfig
+from kernel_agent.propose.base import Attempt
+
+UNPARSEABLE = "unparseable"  # an attempt whose reply held no candidate (not a verdict status)
+
+
+class KernelStatus(Choice):
+    """How a kernel's loop ended (stored in run_kernels.status)."""
+
+    IMPROVED = "improved"
+    NEEDS_REVIEW = "needs_review"  # the best candidate is flagged: a human decides
+    NO_GAIN = "no_gain"
+    NEEDS_GPU = "needs_gpu"
+    BASELINE_FAILED = "baseline_failed"
+    PROVIDER_FAILED = "provider_failed"
+    BUDGET_REACHED = "budget_reached"  # resumable
+    INTERRUPTED = "interrupted"  # resumable
+
+
+# A kernel that ended with one of these is done; a resume returns its stored result.
+TERMINAL = frozenset({KernelStatus.IMPROVED, KernelStatus.NO_GAIN, KernelStatus.NEEDS_REVIEW, KernelStatus.NEEDS_GPU,
+                      KernelStatus.BASELINE_FAILED, KernelStatus.PROVIDER_FAILED})
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A stored candidate waiting for its verdict (proposed this round, or in flight when the run was killed)."""
+
+    id: int
+    source: str
+    note: str
+    round: int
+
+
+@dataclass
+class KernelResult:
+    name: str
+    status: KernelStatus
+    baseline_ms: float | None = None
+    best_ms: float | None = None
+    speedup: float | None = None
+    best_candidate: int | None = None
+    reason: str = ""
+    evaluated: int = 0  # verdicts reached by this invocation
+    accepted: int = 0
+    # The best flagged candidate when it beats every accepted one: it waits for a human (review_reads.review_summary).
+    review: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "status": str(self.status), "baseline_ms": self.baseline_ms, "best_ms": self.best_ms,
+            "speedup": self.speedup, "best_candidate": self.best_candidate, "reason": self.reason, "review": self.review,
+        }
+
+
+@dataclass
+class SearchState:
+    name: str
+    baseline_source: str
+    config: SearchConfig
+    attempts: dict[int, Attempt] = field(default_factory=dict)  # candidate id -> evaluated attempt (or unparseable reply)
+    accepted: dict[int, Verdict] = field(default_factory=dict)  # verdicts `faster`: the parents come from these
+    flagged: dict[int, Verdict] = field(default_factory=dict)  # measured faster but flagged: wait for review, never parents
+    baseline_id: int | None = None
+    baseline: Verdict | None = None
+    rounds_done: int = 0
+    stale_rounds: int = 0  # rounds in a row without a better best (counted from this invocation's start)
+    queued: set[int] = field(default_factory=set)  # candidates handed out for evaluation and not yet remembered
+    evaluated: int = 0
+    accepted_count: int = 0
+    best_before: float = 1.0  # the best speedup when the current round began
+
+    # ---- what the provider sees ---------------------------------------------------------------
+    @property
+    def parents(self) -> list[Attempt]:
+        """The beam: the best accepted variants, fastest first (ties: the older one)."""
+        accepted = [a for a in self.attempts.values() if a.status == Status.FASTER and a.speedup]
+        return sorted(accepted, key=lambda a: (-(a.speedup or 0.0), a.candidate_id or 0))[: self.config.beam]
+
+    def history_before(self, round_index: int) -> list[Attempt]:
+        """Earlier rounds' attempts in storage order: the same prompt on a resume as the first time."""
+        return [a for _, a in sorted(self.attempts.items()) if a.round < round_index]
+
+    def parent(self) -> tuple[int | None, str]:
+        """What a new candidate derives from: the best so far, else the baseline."""
+        parents = self.parents
+        return (parents[0].candidate_id, parents[0].source) if parents else (self.baseline_id, self.baseline_source)
+
+    def best_speedup(self) -> float:
+        parents = self.parents
+        return (parents[0].speedup or 0.0) if parents else 1.0
+
+    # ---- what happened -------------------------------------------------------------------------
+    def remember(self, candidate: Candidate, verdict: Verdict, count: bool = True) -> None:
+        """A verdict; `count` is False for verdicts restored from an earlier invocation."""
+        self.queued.discard(candidate.id)
+        self.attempts[candidate.id] = Attempt(candidate.id, candidate.source, verdict.status, verdict.reason, verdict.speedup, candidate.note, candidate.round)
+        if verdict.status == Status.FASTER:
+            self.accepted[candidate.id] = verdict
+        elif verdict.status == Status.FLAGGED and verdict.speedup is not None:
+            self.flagged[candidate.id] = verdict
+        if count:
+            self.evaluated += 1
+            self.accepted_count += int(verdict.status == Status.FASTER)
+
+    def remember_unparseable(self, candidate_id: int, note: str, reason: str, round_index: int) -> None:
+        self.attempts[candidate_id] = Attempt(candidate_id, "", UNPARSEABLE, reason, None, note, round_index)
+
+    def seen_unparseable(self, round_index: int, note: str, reason: str | None) -> bool:
+        """Whether this round's reply without a candidate was already recorded (before a restart)."""
+        return any(a.status == UNPARSEABLE and a.round == round_index and a.note == note and a.reason == reason for a in self.attempts.values())
+
+    def resumable(self, candidate_id: int, stored_round: int, round_index: int) -> bool:
+        """A stored candidate proposed again in its own round and never evaluated: it was in flight when the run was killed."""
+        fresh = candidate_id not in self.attempts and candidate_id not in self.queued and candidate_id != self.baseline_id
+        return fresh and stored_round == round_index
+
+    def queue(self, candidate: Candidate) -> Candidate:
+        self.queued.add(candidate.id)
+        return candidate
+
+    # ---- when to stop --------------------------------------------------------------------------
+    def rounds_left(self) -> range:
+        return range(self.rounds_done + 1, self.config.proposal_rounds + 1)
+
+    def begin_round(self) -> None:
+        self.best_before = self.best_speedup()
+
+    def end_round(self, round_index: int) -> bool:
+        """Count the round; True when patience is spent (this many rounds in a row found nothing better)."""
+        self.rounds_done = round_index
+        self.stale_rounds = 0 if self.best_speedup() > self.best_before else self.stale_rounds + 1
+        return self.stale_rounds >= self.config.patience
+
+    def near_floor(self, fraction_of_floor: object) -> str:
+        """A reason to stop when the best already runs close to the machine's floor (little left to find)."""
+        stop = self.config.roofline_stop
+        if stop > 0 and isinstance(fraction_of_floor, (int, float)) and fraction_of_floor >= stop:
+            return f"stopped early: the best runs at {fraction_of_floor:.2f} of the roofline floor (--roofline-stop {stop:g})"
+        return ""
+
+    def outcome(self) -> tuple[KernelStatus, str]:
+        """How a kernel that ran out of rounds (or patience, or proposals) ended."""
+        if self.parents:
+            return KernelStatus.IMPROVED, ""
+        if self.flagged:
+            return KernelStatus.NEEDS_REVIEW, ""  # the result's review says which candidate and how to approve it
+        return KernelStatus.NO_GAIN, "no candidate was verifiably faster than the baseline"
+
+    # ---- the result ----------------------------------------------------------------------------
+    def best_flagged(self) -> tuple[int, Verdict] | None:
+        """The fastest flagged candidate (ties: the older one), when it beats every accepted one."""
+        flagged = max(self.flagged.items(), key=lambda item: (item[1].speedup or 0.0, -item[0]), default=None)
+        if flagged is None or (self.parents and (flagged[1].speedup or 0.0) <= self.best_speedup()):
+            return None
+        return flagged
+
+    def result(self, status: KernelStatus, reason: str, review_of: Callable[[int, Verdict], dict[str, Any]]) -> KernelResult:
+        """The kernel's result; `review_of` describes a flagged best for a human (it reads the database)."""
+        result = KernelResult(self.name, status, reason=reason, evaluated=self.evaluated, accepted=self.accepted_count)
+        if self.baseline is not None and self.baseline.timing:
+            result.baseline_ms = typical_ms(self.baseline.timing, "baseline")
+        parents = self.parents
+        if parents:
+            best = parents[0]
+            result.speedup, result.best_candidate = best.speedup, best.candidate_id
+            _times_from(result, self.accepted.get(best.candidate_id) if best.candidate_id is not None else None)
+        flagged = self.best_flagged()
+        if flagged is not None:
+            candidate_id, verdict = flagged
+            result.review = review_of(candidate_id, verdict)
+            if not parents:  # nothing accepted: the flagged best is the result, marked as waiting for review
+                result.speedup, result.best_candidate = verdict.speedup, candidate_id
+                _times_from(result, verdict)
+            if result.review["note"] not in result.reason:
+                result.reason = "; ".join(part for part in (result.reason, result.review["note"]) if part)
+        return result
+
+
+def _times_from(result: KernelResult, verdict: Verdict | None) -> None:
+    """Both times from one verdict's own A/B run: their ratio is its speedup."""
+    if verdict is not None and verdict.timing:
+        result.baseline_ms, result.best_ms = typical_ms(verdict.timing, "baseline"), typical_ms(verdict.timing, "candidate")

@@ -1,0 +1,56 @@
+"""The recorder (kernel_agent/optimize/recorder.py): what it stores, a fresh state restores, so a resumed kernel asks the same question."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernel_agent.core.verdict import Verdict
+from kernel_agent.db.session import open_database
+from kernel_agent.db.writes import create_run
+from kernel_agent.optimize.config import SearchConfig
+from kernel_agent.optimize.recorder import Recorder
+from kernel_agent.optimize.search_state import Candidate, KernelStatus, SearchState
+from kernel_agent.problem.load import load_problem
+from kernel_agent.propose.base import LLMCall, Proposal
+
+SOFTMAX = Path(__file__).resolve().parents[2] / "fixtures" / "softmax64"
+
+
+def verdict(status: str, speedup: float | None) -> Verdict:
+    return Verdict(status=status, correct=True, speedup=speedup, speedup_ci=[1.1, 1.3] if speedup else None,
+                   timing={"baseline": {"median_ms": 2.0}, "candidate": {"median_ms": 2.0 / (speedup or 1.0)}} if speedup else None)
+
+
+def test_what_is_stored_restores_into_the_same_state(tmp_path: Path) -> None:
+    db = open_database(str(tmp_path / "runs.db"))
+    run_id, problem = create_run(db, "openai", "m", {}), load_problem(SOFTMAX)
+    recorder, state = Recorder(db, run_id, problem), SearchState(problem.name, problem.baseline_source, SearchConfig())
+    assert recorder.restore(state).status == "pending" and state.attempts == {}
+    recorder.started()
+    recorder.baseline(state)
+    recorder.baseline_verdict(state, verdict("correct", 1.0), 1.0)
+    (call_id,) = recorder.llm_calls([LLMCall("h1", "m", "url", {"messages": []}, ["reply"])], 1)
+    fast = recorder.proposal(state, Proposal("def kernel(x):\n    return x\n", "openai", "fast one", llm_call_index=0), [call_id], 1)
+    assert fast is not None and recorder.proposal(state, Proposal(None, "openai", "chatty", parse_error="no code block", llm_call_index=0), [call_id], 1) is None
+    assert recorder.proposal(state, Proposal("def kernel(x):\n    return x\n", "openai", "again"), [call_id], 1) is None  # a repeat: counted, not stored
+    recorder.verdict(state, fast, verdict("faster", 1.2), 0.5)
+    in_flight = recorder.proposal(state, Proposal("def kernel(x):\n    return x * 1\n", "openai", "killed"), [call_id], 1)
+    assert in_flight is not None and not recorder.round_done(state, 1)
+
+    # A new process (after SIGKILL): the same rows, a fresh state.
+    again, fresh = Recorder(db, run_id, problem), SearchState(problem.name, problem.baseline_source, SearchConfig())
+    stored = again.restore(fresh)
+    assert again.run_kernel_id == recorder.run_kernel_id and stored.status == "running"
+    assert stored.unevaluated == [Candidate(in_flight.id, in_flight.source, "killed", 1)]
+    assert fresh.history_before(2) == state.history_before(2) and fresh.parents == state.parents  # the same prompt as the first time
+    assert (fresh.baseline_id, fresh.rounds_done, list(fresh.rounds_left())) == (state.baseline_id, 1, [2, 3])
+    assert fresh.baseline is not None and fresh.baseline.status == "correct"
+    assert fresh.evaluated == 0  # restored verdicts are not this invocation's work
+    # Proposed again after the restart: the unparseable reply is not stored twice, the evaluated one is a repeat.
+    assert again.proposal(fresh, Proposal(None, "openai", "chatty", parse_error="no code block"), [], 1) is None
+    assert again.proposal(fresh, Proposal("def kernel(x):\n    return x\n", "openai", "fast one"), [], 2) is None
+    assert again.cached_call("h1") is not None
+
+    result = fresh.result(KernelStatus.IMPROVED, "", again.review)
+    again.finish(result)
+    assert again.restore(SearchState(problem.name, problem.baseline_source, SearchConfig())).status == "improved"

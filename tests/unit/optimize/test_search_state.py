@@ -1,0 +1,134 @@
+"""The search policy alone (kernel_agent/optimize/search_state.py): no database, no executor, no sandbox."""
+
+from __future__ import annotations
+
+from kernel_agent.core.verdict import Verdict
+from kernel_agent.optimize.config import SearchConfig
+from kernel_agent.optimize.search_state import Candidate, KernelStatus, SearchState
+
+
+def timed(status: str, speedup: float | None, baseline_ms: float = 2.0) -> Verdict:
+    timing = None
+    if speedup is not None:
+        timing = {"baseline": {"median_ms": baseline_ms}, "candidate": {"median_ms": baseline_ms / speedup},
+                  "per_shape": [{"shape": [8], "dtype": "float32", "baseline_median_ms": baseline_ms, "candidate_median_ms": baseline_ms / speedup}]}
+    return Verdict(status=status, correct=status in ("faster", "correct", "flagged"), speedup=speedup, speedup_ci=[1.0, 2.0] if speedup else None, timing=timing)
+
+
+def state(**config: float) -> SearchState:
+    fresh = SearchState("k", "baseline source", SearchConfig(**config))  # type: ignore[arg-type]
+    fresh.baseline_id = 1
+    return fresh
+
+
+def add(s: SearchState, cid: int, status: str, speedup: float | None, round_index: int = 1) -> None:
+    s.remember(Candidate(cid, f"source {cid}", f"note {cid}", round_index), timed(status, speedup))
+
+
+def no_review(candidate_id: int, verdict: Verdict) -> dict:
+    raise AssertionError("no flagged candidate should need a review here")
+
+
+def test_parents_are_the_beam_of_accepted_variants_fastest_first() -> None:
+    s = state(beam=2)
+    add(s, 2, "faster", 1.5)
+    add(s, 3, "correct", 1.01)
+    add(s, 4, "flagged", 9.0)  # flagged: waits for a human, never a parent
+    add(s, 5, "faster", 2.0)
+    add(s, 6, "faster", 1.5)  # ties with 2: the older one first
+    assert [a.candidate_id for a in s.parents] == [5, 2]
+    assert s.parent() == (5, "source 5")
+    assert (s.evaluated, s.accepted_count) == (5, 3)
+
+
+def test_without_parents_new_candidates_derive_from_the_baseline() -> None:
+    s = state()
+    add(s, 2, "incorrect", None)
+    assert s.parents == [] and s.parent() == (1, "baseline source") and s.best_speedup() == 1.0
+
+
+def test_history_holds_earlier_rounds_in_storage_order() -> None:
+    s = state()
+    add(s, 9, "correct", 1.0, round_index=1)
+    add(s, 3, "faster", 1.2, round_index=2)
+    s.remember_unparseable(5, "reply", "no code block", 1)
+    assert [a.candidate_id for a in s.history_before(2)] == [5, 9]
+    assert [a.candidate_id for a in s.history_before(3)] == [3, 5, 9]
+
+
+def test_patience_counts_rounds_in_a_row_without_a_better_best() -> None:
+    s = state(patience=2, proposal_rounds=5)
+    s.begin_round()
+    add(s, 2, "faster", 1.5)
+    assert s.end_round(1) is False and s.stale_rounds == 0
+    s.begin_round()
+    add(s, 3, "faster", 1.4)  # accepted, but not better
+    assert s.end_round(2) is False and s.stale_rounds == 1
+    s.begin_round()
+    assert s.end_round(3) is True and s.rounds_done == 3
+    assert list(s.rounds_left()) == [4, 5]
+
+
+def test_a_better_best_resets_patience() -> None:
+    s = state(patience=2)
+    s.begin_round()
+    assert s.end_round(1) is False
+    s.begin_round()
+    add(s, 2, "faster", 1.1)
+    assert s.end_round(2) is False and s.stale_rounds == 0
+
+
+def test_roofline_stop_reason() -> None:
+    assert "0.95 of the roofline floor (--roofline-stop 0.9)" in state().near_floor(0.95)
+    assert state().near_floor(0.5) == "" and state().near_floor(None) == ""
+    assert state(roofline_stop=0).near_floor(0.99) == ""
+
+
+def test_outcome_improved_needs_review_or_no_gain() -> None:
+    improved, review, nothing = state(), state(), state()
+    add(improved, 2, "faster", 1.3)
+    add(review, 2, "flagged", 12.0)
+    add(nothing, 2, "correct", 1.0)
+    assert improved.outcome()[0] is KernelStatus.IMPROVED
+    assert review.outcome()[0] is KernelStatus.NEEDS_REVIEW
+    assert nothing.outcome() == (KernelStatus.NO_GAIN, "no candidate was verifiably faster than the baseline")
+
+
+def test_result_takes_both_times_from_the_best_candidates_own_ab_run() -> None:
+    s = state()
+    s.baseline = timed("correct", 1.0, baseline_ms=3.0)
+    add(s, 2, "faster", 1.6)
+    result = s.result(KernelStatus.IMPROVED, "", no_review)
+    assert (result.best_candidate, result.speedup, result.baseline_ms, result.best_ms) == (2, 1.6, 2.0, 2.0 / 1.6)
+    assert result.to_dict()["status"] == "improved" and result.review is None
+
+
+def test_a_flagged_best_that_beats_every_accepted_one_waits_for_review() -> None:
+    s = state()
+    add(s, 2, "faster", 1.5)
+    add(s, 3, "flagged", 11.0)
+    result = s.result(KernelStatus.IMPROVED, "", lambda cid, v: {"candidate": cid, "note": f"candidate {cid} awaits review"})
+    assert result.best_candidate == 2 and result.review == {"candidate": 3, "note": "candidate 3 awaits review"}
+    assert result.reason == "candidate 3 awaits review"
+    slower = state()
+    add(slower, 2, "faster", 1.5)
+    add(slower, 3, "flagged", 1.2)
+    assert slower.best_flagged() is None and slower.result(KernelStatus.IMPROVED, "", no_review).review is None
+
+
+def test_with_nothing_accepted_the_flagged_best_is_the_result() -> None:
+    s = state()
+    add(s, 4, "flagged", 12.0)
+    add(s, 5, "flagged", 12.0)  # a tie: the older one
+    result = s.result(KernelStatus.NEEDS_REVIEW, "", lambda cid, v: {"note": "n"})
+    assert (result.best_candidate, result.speedup, result.reason) == (4, 12.0, "n")
+
+
+def test_restart_bookkeeping_resumes_in_flight_candidates_once() -> None:
+    s = state()
+    s.remember_unparseable(7, "reply 1", "no code block", 2)
+    assert s.seen_unparseable(2, "reply 1", "no code block") and not s.seen_unparseable(3, "reply 1", "no code block")
+    assert s.resumable(8, stored_round=2, round_index=2)
+    assert not s.resumable(8, stored_round=1, round_index=2)  # an earlier round's candidate proposed again: a duplicate
+    s.queue(Candidate(8, "src", "", 2))
+    assert not s.resumable(8, 2, 2) and not s.resumable(1, 2, 2)  # queued already; the baseline
