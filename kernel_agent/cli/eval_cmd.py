@@ -18,7 +18,7 @@ from kernel_agent.core.config import Device, EvalConfig
 def eval_command(
     problem: Path = typer.Argument(..., help="A problem folder (problem.py + kernel.py) or a KernelBench .py file."),
     candidate: Path = typer.Argument(..., help="The candidate kernel source file."),
-    json_output: bool = typer.Option(False, "--json", help="Print exactly one JSON verdict on stdout."),
+    json_output: bool = opt.json_option("exactly one JSON verdict"),
     evaluation: EvalConfig = fields_of(skip=("sanity_speedup", "timing_rounds")),
     db: str = opt.DB,
 ) -> None:

@@ -139,7 +139,7 @@ def execute(database, plan: RunPlan, run_id: int | None, json_output: bool) -> N
     executor = build_executor(plan)
     progress = LoopProgress(stderr, names, plan.search.proposal_rounds)
     timed_devices = {run_device(p, plan.evaluation.device) for _, p in problems if not (p.device == "cuda" and run_device(p, plan.evaluation.device) == "cpu")}
-    ceilings = device_ceilings(database, timed_devices, EvalOptions.from_config(plan.evaluation).threads)
+    ceilings = device_ceilings(database, timed_devices, EvalOptions.from_config(plan.evaluation).threads, remeasure=False)
     batch = BatchRun(database, run_id, plan, problems, providers, executor, progress.event, ceilings=ceilings)
     results = run_until_interrupted(batch, progress, database, run_id)
     executor.shutdown()

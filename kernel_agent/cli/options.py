@@ -21,7 +21,13 @@ import typer
 from kernel_agent.core.config import default_of, flag_of, is_option, value_type
 
 DB = typer.Option(None, "--db", help="Database file or SQLAlchemy URL (default: $KERNEL_AGENT_DB or ./runs.db).", show_default=False)
-JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")
+
+
+def json_option(what: str = "one JSON document") -> Any:
+    return typer.Option(False, "--json", help=f"Print {what} on stdout.")
+
+
+JSON = json_option()
 
 
 @dataclass(frozen=True)
@@ -35,8 +41,9 @@ class FieldsOf:
         return (not self.only or name in self.only) and name not in self.skip
 
 
-def fields_of(*, only: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> Any:
-    return FieldsOf(only, skip)
+def fields_of(**wanted: tuple[str, ...]) -> Any:
+    """`only=(...)` or `skip=(...)`: typed as Any so that it can stand as a record parameter's default."""
+    return FieldsOf(**wanted)
 
 
 GIVEN: Any = object()  # the default of a `given: frozenset[str]` parameter: the options typed on the command line
@@ -55,7 +62,7 @@ class Leaf:
         return self.field.name
 
 
-def leaves(kind: type, wanted: FieldsOf, path: tuple[str, ...] = ()) -> Iterator[Leaf]:
+def leaves(kind: type, wanted: FieldsOf, path: tuple[str, ...]) -> Iterator[Leaf]:
     """The option fields of a record and of the records it holds, in declaration order."""
     hints = typing.get_type_hints(kind)
     for f in dataclasses.fields(kind):
@@ -90,7 +97,7 @@ def choice_parser(kind: type[Enum]) -> Callable[[Any], Enum]:
     return parse
 
 
-def build(kind: type, values: dict[tuple[str, ...], Any], path: tuple[str, ...] = ()) -> Any:
+def build(kind: type, values: dict[tuple[str, ...], Any], path: tuple[str, ...]) -> Any:
     """The record of `kind` with the typed values (keyed by field path); fields not offered keep their defaults."""
     hints = typing.get_type_hints(kind)
     given: dict[str, Any] = {}
@@ -111,7 +118,7 @@ def from_config(command: Callable[..., Any]) -> Callable[..., Any]:
     given_name = None
     for p in inspect.signature(command).parameters.values():
         if isinstance(p.default, FieldsOf):
-            found = list(leaves(hints[p.name], p.default))
+            found = list(leaves(hints[p.name], p.default, ()))
             records[p.name] = (hints[p.name], found)
             parameters += [inspect.Parameter(leaf.name, p.KEYWORD_ONLY, default=typer_option(leaf), annotation=leaf.hint) for leaf in found]
         elif p.default is GIVEN:
@@ -127,7 +134,7 @@ def from_config(command: Callable[..., Any]) -> Callable[..., Any]:
         context = values.pop("typer_context")
         arguments = {name: value for name, value in values.items() if name not in expanded}
         for name, (kind, found) in records.items():
-            arguments[name] = build(kind, {(*leaf.path, leaf.name): values[leaf.name] for leaf in found})
+            arguments[name] = build(kind, {(*leaf.path, leaf.name): values[leaf.name] for leaf in found}, ())
         if given_name is not None:
             arguments[given_name] = frozenset(n for n in names if context.get_parameter_source(n).name != "DEFAULT")
         return command(**arguments)

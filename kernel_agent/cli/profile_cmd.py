@@ -20,7 +20,7 @@ import typer
 
 from kernel_agent.cli.ceilings import profile_ceilings
 from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, read_candidate, stderr, stdout, styled, warn
-from kernel_agent.cli.options import DB, fields_of, from_config, open_db
+from kernel_agent.cli.options import DB, fields_of, from_config, json_option, open_db
 from kernel_agent.core.config import Device, EvalConfig
 
 
@@ -32,7 +32,7 @@ def profile_command(
     ceilings: bool = typer.Option(True, "--ceilings/--no-ceilings", help="Show the bandwidth and matmul rates stored for this device (measured and stored the first time; needed for floors)."),
     remeasure: bool = typer.Option(False, "--remeasure", help="Measure the ceilings again now and replace the stored ones."),
     db: str = DB,
-    json_output: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
+    json_output: bool = json_option("exactly one JSON object"),
 ) -> None:
     """Show work counts, roofline floors and the fraction of the floor a kernel reaches."""
     import torch

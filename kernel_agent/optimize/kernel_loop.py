@@ -96,7 +96,7 @@ class KernelLoop:
         if baseline.interpreted:
             return self._finish(KernelStatus.NEEDS_GPU, "verified under the Triton interpreter; timing (and so optimization) needs a GPU")
         self.recorder.baseline_ms(typical_ms(baseline.timing, "baseline"))
-        profile = self.profiles.of(baseline)
+        profile = self.profiles.of(baseline, role="baseline")
         if not self._evaluate_all(self.stored.unevaluated):  # in flight when an earlier invocation was killed
             return self._stopped()
         for round_index in state.rounds_left():

@@ -20,7 +20,7 @@ class PromptProfiles:
         self.ceilings = ceilings  # measure.profile.Ceilings of this device, or None
         self.built: dict[int, dict[str, Any]] = {}  # best candidate id -> its profile
 
-    def of(self, verdict: Verdict, role: str = "baseline") -> dict[str, Any]:
+    def of(self, verdict: Verdict, role: str) -> dict[str, Any]:
         """One timed side of a verdict: the baseline of an A/A run, or a candidate."""
         breakdown = verdict.profile if verdict.profile and "error" not in verdict.profile else None
         try:

@@ -83,8 +83,8 @@ class SearchState:
     rounds_done: int = 0
     stale_rounds: int = 0  # rounds in a row without a better best (counted from this invocation's start)
     queued: set[int] = field(default_factory=set)  # candidates handed out for evaluation and not yet remembered
-    evaluated: int = 0
-    accepted_count: int = 0
+    new_verdicts: int = 0  # reached by this invocation (restored ones are not counted)
+    new_accepted: int = 0
     best_before: float = 1.0  # the best speedup when the current round began
 
     # ---- what the provider sees ---------------------------------------------------------------
@@ -117,8 +117,8 @@ class SearchState:
         elif verdict.status == Status.FLAGGED and verdict.speedup is not None:
             self.flagged[candidate.id] = verdict
         if count:
-            self.evaluated += 1
-            self.accepted_count += int(verdict.status == Status.FASTER)
+            self.new_verdicts += 1
+            self.new_accepted += int(verdict.status == Status.FASTER)
 
     def remember_unparseable(self, candidate_id: int, note: str, reason: str, round_index: int) -> None:
         self.attempts[candidate_id] = Attempt(candidate_id, "", UNPARSEABLE, reason, None, note, round_index)
@@ -174,7 +174,7 @@ class SearchState:
 
     def result(self, status: KernelStatus, reason: str, review_of: Callable[[int, Verdict], dict[str, Any]]) -> KernelResult:
         """The kernel's result; `review_of` describes a flagged best for a human (it reads the database)."""
-        result = KernelResult(self.name, status, reason=reason, evaluated=self.evaluated, accepted=self.accepted_count)
+        result = KernelResult(self.name, status, reason=reason, evaluated=self.new_verdicts, accepted=self.new_accepted)
         if self.baseline is not None and self.baseline.timing:
             result.baseline_ms = typical_ms(self.baseline.timing, "baseline")
         parents = self.parents

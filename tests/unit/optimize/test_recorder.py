@@ -45,7 +45,7 @@ def test_what_is_stored_restores_into_the_same_state(tmp_path: Path) -> None:
     assert fresh.history_before(2) == state.history_before(2) and fresh.parents == state.parents  # the same prompt as the first time
     assert (fresh.baseline_id, fresh.rounds_done, list(fresh.rounds_left())) == (state.baseline_id, 1, [2, 3])
     assert fresh.baseline is not None and fresh.baseline.status == "correct"
-    assert fresh.evaluated == 0  # restored verdicts are not this invocation's work
+    assert fresh.new_verdicts == 0  # restored verdicts are not this invocation's work
     # Proposed again after the restart: the unparseable reply is not stored twice, the evaluated one is a repeat.
     assert again.proposal(fresh, Proposal(None, "openai", "chatty", parse_error="no code block"), [], 1) is None
     assert again.proposal(fresh, Proposal("def kernel(x):\n    return x\n", "openai", "fast one"), [], 2) is None

@@ -38,7 +38,7 @@ def test_parents_are_the_beam_of_accepted_variants_fastest_first() -> None:
     add(s, 6, "faster", 1.5)  # ties with 2: the older one first
     assert [a.candidate_id for a in s.parents] == [5, 2]
     assert s.parent() == (5, "source 5")
-    assert (s.evaluated, s.accepted_count) == (5, 3)
+    assert (s.new_verdicts, s.new_accepted) == (5, 3)
 
 
 def test_without_parents_new_candidates_derive_from_the_baseline() -> None:
