@@ -86,7 +86,7 @@ def ask_note() -> str:
         return ""
 
 
-def show_candidate(candidate) -> None:  # noqa: ANN001 - a review_queries.CandidateRecord
+def show_candidate(candidate) -> None:  # noqa: ANN001 - a db.review_reads.CandidateRecord
     """The verdict summary, then the diffs against the baseline and (when different) the parent."""
     from rich.panel import Panel
     from rich.syntax import Syntax
