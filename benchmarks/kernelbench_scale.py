@@ -52,7 +52,7 @@ try:
     working = fp.working_set
 except Exception:
     working = None
-verdict = evaluate(problem, path.read_text() + "\n\nModelNew = Model\n", EvalOptions(sandbox_root=Path(sys.argv[2]), timeout=float(sys.argv[3])))
+verdict = evaluate(problem, path.read_text() + "\n\nModelNew = Model\n", EvalOptions(sandbox_root=Path(sys.argv[2]), timeout=float(sys.argv[3]), memory_budget=json.loads(sys.argv[4])))
 usage = resource.getrusage(resource.RUSAGE_SELF)
 accounts = verdict.accounting or {}
 print(json.dumps({
@@ -75,6 +75,7 @@ def main() -> None:
     parser.add_argument("kernelbench", type=Path, help="a checkout of ScalingIntelligence/KernelBench")
     parser.add_argument("--problems", nargs="*", default=DEFAULT)
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--memory-budget", type=float, default=None, help="GB one evaluation may use (default: what is available)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     root = args.kernelbench / "KernelBench" if (args.kernelbench / "KernelBench").is_dir() else args.kernelbench
@@ -85,7 +86,7 @@ def main() -> None:
     for name in args.problems:
         path = root / name
         started = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", ONE, str(path), str(Path("sandbox").resolve()), str(args.timeout)], capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, "-c", ONE, str(path), str(Path("sandbox").resolve()), str(args.timeout), json.dumps(args.memory_budget)], capture_output=True, text=True)
         wall = time.perf_counter() - started
         try:
             row = json.loads(proc.stdout.strip().splitlines()[-1])

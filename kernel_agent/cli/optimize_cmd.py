@@ -209,7 +209,7 @@ def run_until_interrupted(batch, progress, database, run_id: int) -> list:
 
 
 STATUS_LABELS = {
-    "improved": "improved", "needs_review": "needs review", "no_gain": "no gain", "needs_gpu": "verified; needs a GPU", "baseline_failed": "baseline failed",
+    "improved": "improved", "needs_review": "needs review", "no_gain": "no gain", "needs_gpu": "verified; needs a GPU", "baseline_failed": "baseline failed", "too_large": "too large",
     "provider_failed": "provider failed", "budget_reached": "budget reached", "interrupted": "interrupted",
 }
 

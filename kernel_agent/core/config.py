@@ -96,6 +96,9 @@ class EvalConfig:
     sandbox_root: Path = option(Path("sandbox"), flag="--sandbox", help="Folder for per-evaluation work dirs.")
     keep_workdir: bool = option(False, flag="--keep/--no-keep", help="Keep the work dir for inspection.")
     threads: int | None = option(None, minimum=1, help="CPU threads for kernels and timing, the same for baseline and candidate (default: all cores).")
+    memory_budget: float | None = option(
+        None, minimum=0.1, help="GB of host memory one evaluation may use; a problem needing more is refused before it runs (default: what this host has available)."
+    )
 
 
 # ---- stored as JSON ----------------------------------------------------------------------------

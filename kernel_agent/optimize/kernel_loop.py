@@ -91,6 +91,8 @@ class KernelLoop:
             return self._result(KernelStatus(self.stored.status), self.stored.reason)
         self.recorder.started()
         baseline = self._baseline()
+        if baseline.status == "rejected" and (baseline.reason or "").startswith("too large for"):
+            return self._finish(KernelStatus.TOO_LARGE, baseline.reason)
         if not baseline.passed:
             return self._finish(KernelStatus.BASELINE_FAILED, f"the baseline does not verify: {baseline.status}: {baseline.reason}")
         if baseline.interpreted:

@@ -8,6 +8,7 @@ but the run id.
 from __future__ import annotations
 
 import glob
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -51,9 +52,11 @@ def expand_paths(arguments: list[str]) -> list[str]:
         for match in matches:
             path = Path(match)
             if path.is_dir() and not (path / "problem.py").is_file():
-                members = sorted(p for p in path.iterdir() if p.is_dir() and (p / "problem.py").is_file())
+                members = sorted((p for p in path.iterdir() if p.is_dir() and (p / "problem.py").is_file()), key=natural_order)
+                if not members:  # a KernelBench level: one file per problem
+                    members = sorted((p for p in path.glob("*.py") if not p.name.startswith("_")), key=natural_order)
                 if not members:
-                    raise PlanError(f"{path}: holds no problem folders (folders with problem.py and kernel.py)")
+                    raise PlanError(f"{path}: holds no problems (folders with problem.py and kernel.py, or KernelBench .py files)")
                 found += [str(m) for m in members]
             else:
                 found.append(str(path))
@@ -62,6 +65,11 @@ def expand_paths(arguments: list[str]) -> list[str]:
         if str(Path(path).resolve()) not in {str(Path(u).resolve()) for u in unique}:
             unique.append(path)
     return unique
+
+
+def natural_order(path: Path) -> tuple:
+    """'2_x' before '10_x', as KernelBench numbers its files."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.name))
 
 
 def load_manifest(path: Path) -> list[KernelSpec]:

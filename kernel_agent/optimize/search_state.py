@@ -29,6 +29,7 @@ class KernelStatus(Choice):
     NO_GAIN = "no_gain"
     NEEDS_GPU = "needs_gpu"
     BASELINE_FAILED = "baseline_failed"
+    TOO_LARGE = "too_large"  # refused before anything ran: the problem cannot fit this machine's memory budget
     PROVIDER_FAILED = "provider_failed"
     BUDGET_REACHED = "budget_reached"  # resumable
     INTERRUPTED = "interrupted"  # resumable
@@ -36,7 +37,7 @@ class KernelStatus(Choice):
 
 # A kernel that ended with one of these is done; a resume returns its stored result.
 TERMINAL = frozenset({KernelStatus.IMPROVED, KernelStatus.NO_GAIN, KernelStatus.NEEDS_REVIEW, KernelStatus.NEEDS_GPU,
-                      KernelStatus.BASELINE_FAILED, KernelStatus.PROVIDER_FAILED})
+                      KernelStatus.BASELINE_FAILED, KernelStatus.TOO_LARGE, KernelStatus.PROVIDER_FAILED})
 
 
 @dataclass(frozen=True)

@@ -113,24 +113,28 @@ class CaseMaker:
             assert model is not None
             return tuple(t.cpu() for t in as_outputs(model(*on_device)))
 
-    def reference(self, inputs: list[torch.Tensor]) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
-        """(gold in float64, base in the inputs' dtype), both on CPU.
+    def reference(self, inputs: list[torch.Tensor], gold: bool = True) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+        """(gold in float64, base in the inputs' dtype), both on CPU; (base, base) when `gold` is False
+        (a case whose float64 copies would not fit the memory budget).
 
         The float64 copies of the inputs live only while the gold is computed, so one case never
         holds more than its inputs, their float64 copies and the two references at once."""
+        if not gold:
+            base = self.reference_same_dtype(inputs)
+            return base, base
         with torch.no_grad():
             on_device = [t.to(self.device) for t in inputs]
             doubles = [t.double() if t.is_floating_point() else t for t in on_device]
             if self.problem.kind == "kernelbench":
                 assert self.model is not None and self.gold_model is not None
-                gold = tuple(t.cpu() for t in as_outputs(self.gold_model(*doubles)))
+                gold_out = tuple(t.cpu() for t in as_outputs(self.gold_model(*doubles)))
                 del doubles
-                base = as_outputs(self.model(*on_device))
+                base_out = as_outputs(self.model(*on_device))
             else:
-                gold = tuple(t.cpu() for t in as_outputs(self.module.reference(*doubles)))
+                gold_out = tuple(t.cpu() for t in as_outputs(self.module.reference(*doubles)))
                 del doubles
-                base = as_outputs(self.module.reference(*on_device))
-        return gold, tuple(t.cpu() for t in base)
+                base_out = as_outputs(self.module.reference(*on_device))
+        return gold_out, tuple(t.cpu() for t in base_out)
 
 
 def randomize_parameters(model: torch.nn.Module, generator: torch.Generator) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 
 FD_IN, FD_OUT, FD_INPUTS, FD_STATE = 3, 4, 5, 6
 WORKER_STATUSES = ("compile_error", "runtime_error", "crashed", "rejected", "incorrect")
+PRIVATE_COPY_BYTES = 256 << 20  # check inputs up to this are copied for the kernel; larger ones are the read-only segment itself
 
 
 class Violation(Exception):
@@ -175,13 +176,16 @@ class Worker:
 
     # ---- calls -----------------------------------------------------------
     def _inputs(self, message: dict[str, Any], private: bool) -> tuple[list[Any], list[Any]]:
-        """(the inputs for the kernel, the segment views): private copies for checks, views for timed calls."""
+        """(the inputs for the kernel, the segment views): private copies for checks (a kernel that writes
+        into its inputs is then told so), views for timed calls and for inputs too large to copy."""
         if self.segment is None:
             self.segment = self.shm.map_readonly(FD_INPUTS)
         shared = self.shm.views(self.segment, message["layout"])
         if self.device == "cuda":
             return [t.to("cuda") for t in shared], shared
-        return ([t.clone() for t in shared] if private else shared), shared
+        if private and sum(t.numel() * t.element_size() for t in shared) <= PRIVATE_COPY_BYTES:
+            return [t.clone() for t in shared], shared
+        return shared, shared  # a write into the read-only segment ends the call with SIGSEGV
 
     def run_call(self, inputs: list[Any]) -> tuple[Any, ...]:
         torch = self.torch
@@ -226,6 +230,7 @@ class Worker:
 
     def check(self, message: dict[str, Any]) -> dict[str, Any]:
         torch = self.torch
+        self.kept = []  # the last reply's tensors were read while this process was frozen: free them before the copy
         inputs, shared = self._inputs(message, private=True)
         self._poison(int(message.get("poison_bytes", 0)), float(message.get("poison_value", float("nan"))))
         outputs = self.run_call(inputs)
