@@ -31,8 +31,16 @@ from kernel_agent.problem.load import load_problem  # noqa: E402
 from kernel_agent.propose.base import ProposalContext  # noqa: E402
 from kernel_agent.propose.openai_chat import OpenAIProvider  # noqa: E402
 
-EXPRESSIONS = ["torch.softmax(x, dim=-1)", "torch.softmax(x, -1)", "x.softmax(dim=-1)", "torch.nn.functional.softmax(x, dim=-1)",
-               "torch.softmax(x.contiguous(), dim=-1)", "torch.softmax(x, dim=1)", "torch.special.softmax(x, dim=-1)", "x.softmax(-1)"]
+EXPRESSIONS = [
+    "torch.softmax(x, dim=-1)",
+    "torch.softmax(x, -1)",
+    "x.softmax(dim=-1)",
+    "torch.nn.functional.softmax(x, dim=-1)",
+    "torch.softmax(x.contiguous(), dim=-1)",
+    "torch.softmax(x, dim=1)",
+    "torch.special.softmax(x, dim=-1)",
+    "x.softmax(-1)",
+]
 
 
 def candidate(expression: str) -> str:
@@ -59,8 +67,16 @@ def llm_wall_time(concurrency: int, requests: int = 8, latency: float = 1.0) -> 
         slots = threading.BoundedSemaphore(concurrency)
 
         def one(index: int) -> None:
-            context = ProposalContext(problem=problem, baseline_source=problem.baseline_source, parents=[], history=[], profile={"request": index},
-                                      round=index + 1, samples=1, device="cpu")
+            context = ProposalContext(
+                problem=problem,
+                baseline_source=problem.baseline_source,
+                parents=[],
+                history=[],
+                profile={"request": index},
+                round=index + 1,
+                samples=1,
+                device="cpu",
+            )
             with slots:
                 provider.propose(context)
 
@@ -82,7 +98,12 @@ def main() -> None:
     for workers in (1, 2):
         rate, elapsed, statuses = evaluations_per_minute(workers, args.candidates)
         rates[workers] = rate
-        table.add_row(str(workers), f"{elapsed:.1f}", f"{rate:.1f}", ", ".join(f"{s} {statuses.count(s)}" for s in sorted(set(statuses))))
+        table.add_row(
+            str(workers),
+            f"{elapsed:.1f}",
+            f"{rate:.1f}",
+            ", ".join(f"{s} {statuses.count(s)}" for s in sorted(set(statuses))),
+        )
     console.print(table)
     console.print(f"2 workers / 1 worker throughput: {rates[2] / rates[1]:.2f}x")
     llm = Table(title="8 chat-completion requests, 1 s scripted latency each, real OpenAI SDK over HTTP")

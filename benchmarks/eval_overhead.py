@@ -34,7 +34,9 @@ def main() -> None:
         verdict = evaluate(problem, source, EvalOptions())
         rows.append((verdict, time.perf_counter() - started))
     console = Console()
-    phases = Table(title=f"Time per evaluation, {problem.name} baseline vs itself, {args.repeats} runs (seconds, median [min, max])")
+    phases = Table(
+        title=f"Time per evaluation, {problem.name} baseline vs itself, {args.repeats} runs (seconds, median [min, max])"
+    )
     for column in ("phase", "median", "min", "max"):
         phases.add_column(column, justify="right" if column != "phase" else "left")
     for phase in (*PHASES, "total"):
@@ -48,16 +50,22 @@ def main() -> None:
         low, high = verdict.speedup_ci or (float("nan"), float("nan"))
         timing = verdict.timing or {}
         spread.add_row(
-            str(index), verdict.status, f"{verdict.speedup:.3f}" if verdict.speedup else "-", f"[{low:.3f}, {high:.3f}]",
+            str(index),
+            verdict.status,
+            f"{verdict.speedup:.3f}" if verdict.speedup else "-",
+            f"[{low:.3f}, {high:.3f}]",
             "yes" if low <= 1.0 <= high else "NO",
-            f"{timing.get('baseline', {}).get('median_ms', float('nan')):.3f}", f"{timing.get('candidate', {}).get('median_ms', float('nan')):.3f}",
+            f"{timing.get('baseline', {}).get('median_ms', float('nan')):.3f}",
+            f"{timing.get('candidate', {}).get('median_ms', float('nan')):.3f}",
         )
     console.print(spread)
     speedups = [v.speedup for v, _ in rows if v.speedup]
     if speedups:
-        console.print(f"A/A speedup: median {statistics.median(speedups):.3f}, min {min(speedups):.3f}, max {max(speedups):.3f}; "
-                      f"intervals containing 1.0: {sum(1 for v, _ in rows if v.speedup_ci and v.speedup_ci[0] <= 1 <= v.speedup_ci[1])}/{len(rows)}; "
-                      f"falsely 'faster': {sum(1 for v, _ in rows if v.status == 'faster')}")
+        console.print(
+            f"A/A speedup: median {statistics.median(speedups):.3f}, min {min(speedups):.3f}, max {max(speedups):.3f}; "
+            f"intervals containing 1.0: {sum(1 for v, _ in rows if v.speedup_ci and v.speedup_ci[0] <= 1 <= v.speedup_ci[1])}/{len(rows)}; "
+            f"falsely 'faster': {sum(1 for v, _ in rows if v.status == 'faster')}"
+        )
     console.print(f"isolation: {rows[0][0].isolation}; device: {rows[0][0].environment['device_name']}")
 
 

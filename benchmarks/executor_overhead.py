@@ -30,8 +30,16 @@ from kernel_agent.evaluate.pipeline import EvalOptions  # noqa: E402
 from kernel_agent.optimize.executors.local import LocalExecutor  # noqa: E402
 from kernel_agent.problem.load import load_problem  # noqa: E402
 
-EXPRESSIONS = ["torch.softmax(x, dim=-1)", "torch.softmax(x, -1)", "x.softmax(dim=-1)", "torch.nn.functional.softmax(x, dim=-1)",
-               "torch.softmax(x.contiguous(), dim=-1)", "torch.softmax(x, dim=1)", "torch.special.softmax(x, dim=-1)", "x.softmax(-1)"]
+EXPRESSIONS = [
+    "torch.softmax(x, dim=-1)",
+    "torch.softmax(x, -1)",
+    "x.softmax(dim=-1)",
+    "torch.nn.functional.softmax(x, dim=-1)",
+    "torch.softmax(x.contiguous(), dim=-1)",
+    "torch.softmax(x, dim=1)",
+    "torch.special.softmax(x, dim=-1)",
+    "x.softmax(-1)",
+]
 
 
 def candidate(expression: str) -> str:
@@ -55,7 +63,12 @@ def one_at_a_time(executor, count: int) -> tuple[list[float], list[str], list[fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--candidates", type=int, default=6)
-    parser.add_argument("--orchestrator-threads", type=int, default=1, help="torch threads of this (the local pool's trusted) process; 0: torch's default")
+    parser.add_argument(
+        "--orchestrator-threads",
+        type=int,
+        default=1,
+        help="torch threads of this (the local pool's trusted) process; 0: torch's default",
+    )
     args = parser.parse_args()
     if args.orchestrator_threads:
         import torch
@@ -80,7 +93,16 @@ def main() -> None:
     ray_executor.shutdown()
 
     table = Table(title=f"{args.candidates} correct softmax64 candidates, one at a time (CPU, 1 thread per kernel)")
-    columns = ("executor", "start-up s", "first cand. s", "steady s/cand.", "mean s/cand.", "evaluate() s", "overhead s/cand.", "verdicts")
+    columns = (
+        "executor",
+        "start-up s",
+        "first cand. s",
+        "steady s/cand.",
+        "mean s/cand.",
+        "evaluate() s",
+        "overhead s/cand.",
+        "verdicts",
+    )
     for column in columns:
         table.add_column(column)
     summary = {}
@@ -93,8 +115,10 @@ def main() -> None:
     local_row, ray_row = summary["local pool"], summary["ray (local)"]
     table.add_row("ray - local", *(f"{r - q:+.3f}" for r, q in zip(ray_row, local_row)), "")
     console.print(table)
-    console.print("overhead = median over candidates 2..N of (wall - time inside evaluate()): for Ray, task dispatch, the worker reloading "
-                  "the problem and shipping the verdict back; for the pool, a thread hand-off.")
+    console.print(
+        "overhead = median over candidates 2..N of (wall - time inside evaluate()): for Ray, task dispatch, the worker reloading "
+        "the problem and shipping the verdict back; for the pool, a thread hand-off."
+    )
 
 
 if __name__ == "__main__":

@@ -75,7 +75,9 @@ def main() -> None:
     parser.add_argument("kernelbench", type=Path, help="a checkout of ScalingIntelligence/KernelBench")
     parser.add_argument("--problems", nargs="*", default=DEFAULT)
     parser.add_argument("--timeout", type=float, default=600.0)
-    parser.add_argument("--memory-budget", type=float, default=None, help="GB one evaluation may use (default: what is available)")
+    parser.add_argument(
+        "--memory-budget", type=float, default=None, help="GB one evaluation may use (default: what is available)"
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     root = args.kernelbench / "KernelBench" if (args.kernelbench / "KernelBench").is_dir() else args.kernelbench
@@ -86,12 +88,27 @@ def main() -> None:
     for name in args.problems:
         path = root / name
         started = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", ONE, str(path), str(Path("sandbox").resolve()), str(args.timeout), json.dumps(args.memory_budget)], capture_output=True, text=True)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                ONE,
+                str(path),
+                str(Path("sandbox").resolve()),
+                str(args.timeout),
+                json.dumps(args.memory_budget),
+            ],
+            capture_output=True,
+            text=True,
+        )
         wall = time.perf_counter() - started
         try:
             row = json.loads(proc.stdout.strip().splitlines()[-1])
         except (IndexError, json.JSONDecodeError):
-            row = {"status": f"no verdict (exit {proc.returncode})", "reason": proc.stderr.strip().splitlines()[-1][:200] if proc.stderr.strip() else ""}
+            row = {
+                "status": f"no verdict (exit {proc.returncode})",
+                "reason": proc.stderr.strip().splitlines()[-1][:200] if proc.stderr.strip() else "",
+            }
         d = row.get("durations") or {}
         peaks = row.get("worker_peak_mb") or {}
         line = (

@@ -33,8 +33,17 @@ from kernel_agent.evaluate.pipeline import EvalOptions, evaluate  # noqa: E402
 from kernel_agent.problem.load import load_problem  # noqa: E402
 
 SIZES = [(64, 256), (128, 1024), (256, 2048), (512, 4096), (1024, 8192)]
-FORGERS = ("b27_patch_perf_counter", "b27_self_restoring_timer", "b28_forged_nonpositive_times", "b31_forge_reply_fd4", "b31_impersonate_worker")
-HONEST = {"faster": ROOT / "tests" / "fixtures" / "candidates" / "faster.py", "A/A": ROOT / "tests" / "fixtures" / "softmax64" / "kernel.py"}
+FORGERS = (
+    "b27_patch_perf_counter",
+    "b27_self_restoring_timer",
+    "b28_forged_nonpositive_times",
+    "b31_forge_reply_fd4",
+    "b31_impersonate_worker",
+)
+HONEST = {
+    "faster": ROOT / "tests" / "fixtures" / "candidates" / "faster.py",
+    "A/A": ROOT / "tests" / "fixtures" / "softmax64" / "kernel.py",
+}
 
 
 def sized_problem(folder: Path, shape: tuple[int, int]) -> Path:
@@ -69,7 +78,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     console = Console(width=200)
-    honest = Table(title=f"Honest verdicts (threads={args.threads}, 10 rounds): a `rejected` or `flagged` one is a false flag")
+    honest = Table(
+        title=f"Honest verdicts (threads={args.threads}, 10 rounds): a `rejected` or `flagged` one is a false flag"
+    )
     for column in ("condition", "size", "candidate", "verdicts", "speedups", "baseline ms", "s/verdict"):
         honest.add_column(column)
     totals: Counter[str] = Counter()
@@ -83,7 +94,11 @@ def main() -> None:
                         speedups, base_ms, seconds = [], [], []
                         for _ in range(args.repeats):
                             began = time.perf_counter()
-                            verdict = evaluate(problem, path.read_text(), EvalOptions(sandbox_root=ROOT / "sandbox", threads=args.threads))
+                            verdict = evaluate(
+                                problem,
+                                path.read_text(),
+                                EvalOptions(sandbox_root=ROOT / "sandbox", threads=args.threads),
+                            )
                             seconds.append(time.perf_counter() - began)
                             statuses[verdict.status] += 1
                             totals["honest"] += 1
@@ -94,10 +109,19 @@ def main() -> None:
                                 speedups.append(f"{verdict.speedup:.2f}")
                                 base_ms.append((verdict.timing or {}).get("baseline", {}).get("median_ms", 0.0))
                             if verdict.status in ("rejected", "flagged"):
-                                console.print(f"[red]false flag[/red] {condition} {shape} {name}: {verdict.reason}", markup=True, highlight=False)
+                                console.print(
+                                    f"[red]false flag[/red] {condition} {shape} {name}: {verdict.reason}",
+                                    markup=True,
+                                    highlight=False,
+                                )
                         honest.add_row(
-                            condition, f"{shape[0]}x{shape[1]}", name, ", ".join(f"{s} {n}" for s, n in statuses.most_common()), " ".join(speedups),
-                            f"{sorted(base_ms)[len(base_ms) // 2]:.3f}" if base_ms else "-", f"{sorted(seconds)[len(seconds) // 2]:.1f}",
+                            condition,
+                            f"{shape[0]}x{shape[1]}",
+                            name,
+                            ", ".join(f"{s} {n}" for s, n in statuses.most_common()),
+                            " ".join(speedups),
+                            f"{sorted(base_ms)[len(base_ms) // 2]:.3f}" if base_ms else "-",
+                            f"{sorted(seconds)[len(seconds) // 2]:.1f}",
                         )
         forged = Table(title="Forged timers (the adversarial fixtures that lie about their own clock)")
         for column in ("condition", "fixture", "verdicts", "caught"):
@@ -112,11 +136,19 @@ def main() -> None:
                         statuses[verdict.status] += 1
                         totals["forged"] += 1
                         totals["caught"] += verdict.status == "rejected"
-                    forged.add_row(condition, name, ", ".join(f"{s} {n}" for s, n in statuses.most_common()), f"{statuses['rejected']}/{args.repeats}")
+                    forged.add_row(
+                        condition,
+                        name,
+                        ", ".join(f"{s} {n}" for s, n in statuses.most_common()),
+                        f"{statuses['rejected']}/{args.repeats}",
+                    )
     console.print(honest)
     console.print(forged)
     rates = ", ".join(f"{c} {totals[f'false-{c}']}/{totals[f'n-{c}']}" for c in args.conditions)
-    console.print(f"honest false flags: {totals['false']}/{totals['honest']} ({rates}); forged timers caught: {totals['caught']}/{totals['forged']}", highlight=False)
+    console.print(
+        f"honest false flags: {totals['false']}/{totals['honest']} ({rates}); forged timers caught: {totals['caught']}/{totals['forged']}",
+        highlight=False,
+    )
 
 
 if __name__ == "__main__":

@@ -56,7 +56,9 @@ def cells(verdict, threads: int) -> list[str]:  # noqa: ANN001 - a Verdict
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fixtures", nargs="*", default=["a*", "b23*", "b61*", "b27*", "b31*", "c43*"], help="fixture name globs")
+    parser.add_argument(
+        "--fixtures", nargs="*", default=["a*", "b23*", "b61*", "b27*", "b31*", "c43*"], help="fixture name globs"
+    )
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     table = Table(title=f"Sandbox CPU per phase (ms), measured from outside, threads={args.threads}")
@@ -64,8 +66,14 @@ def main() -> None:
         table.add_column(column, justify="left" if column in ("candidate", "verdict") else "right")
     for problem_path, candidate in HONEST:
         problem = load_problem(ROOT / problem_path)
-        verdict = evaluate(problem, (ROOT / candidate).read_text(), EvalOptions(sandbox_root=ROOT / "sandbox", threads=args.threads))
-        table.add_row(f"honest: {problem.name}/{Path(candidate).name}", f"{verdict.status} {verdict.speedup or 0:.2f}x", *cells(verdict, args.threads))
+        verdict = evaluate(
+            problem, (ROOT / candidate).read_text(), EvalOptions(sandbox_root=ROOT / "sandbox", threads=args.threads)
+        )
+        table.add_row(
+            f"honest: {problem.name}/{Path(candidate).name}",
+            f"{verdict.status} {verdict.speedup or 0:.2f}x",
+            *cells(verdict, args.threads),
+        )
     fixtures = [f for f in all_fixtures() if not f.params and any(Path(f.name).match(g) for g in args.fixtures)]
     for fixture in fixtures:
         verdict = run_fixture(fixture, ROOT / "sandbox", threads=args.threads)

@@ -68,15 +68,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
-def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     """Run `kernel-agent ARGS` in a fresh interpreter, exactly as a user would."""
     command = [sys.executable, "-m", "kernel_agent", *args]
-    return subprocess.run(command, cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        command, cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
 
 
-def eval_json(problem: Path, candidate: Path, *extra: str, tmp_path: Path) -> tuple[dict, subprocess.CompletedProcess[str]]:
-    proc = run_cli("eval", str(problem), str(candidate), "--json", "--sandbox", str(tmp_path / "sandbox"), "--threads", "1", *extra)
-    assert proc.stdout.count("\n") == 1, f"expected one JSON line on stdout, got: {proc.stdout!r} / {proc.stderr[-2000:]}"
+def eval_json(
+    problem: Path, candidate: Path, *extra: str, tmp_path: Path
+) -> tuple[dict, subprocess.CompletedProcess[str]]:
+    proc = run_cli(
+        "eval", str(problem), str(candidate), "--json", "--sandbox", str(tmp_path / "sandbox"), "--threads", "1", *extra
+    )
+    assert proc.stdout.count("\n") == 1, (
+        f"expected one JSON line on stdout, got: {proc.stdout!r} / {proc.stderr[-2000:]}"
+    )
     return json.loads(proc.stdout), proc
 
 

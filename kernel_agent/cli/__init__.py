@@ -9,7 +9,17 @@ from __future__ import annotations
 
 import typer
 
-from kernel_agent.cli import candidates_cmd, db_cmd, eval_cmd, export_cmd, optimize_cmd, profile_cmd, report_cmd, review_cmd, runs_cmd
+from kernel_agent.cli import (
+    candidates_cmd,
+    db_cmd,
+    eval_cmd,
+    export_cmd,
+    optimize_cmd,
+    profile_cmd,
+    report_cmd,
+    review_cmd,
+    runs_cmd,
+)
 
 app = typer.Typer(
     name="kernel-agent",

@@ -10,7 +10,9 @@ import typer
 from kernel_agent.cli import options as opt
 from kernel_agent.cli.common import fail, stdout
 
-app = typer.Typer(help="List candidates, show one with its verdict, or print its diff.", no_args_is_help=True, rich_markup_mode=None)
+app = typer.Typer(
+    help="List candidates, show one with its verdict, or print its diff.", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 def _detail(db: str | None, candidate: int) -> dict:
@@ -24,7 +26,10 @@ def _detail(db: str | None, candidate: int) -> dict:
 
 @app.command("list")
 def list_command(
-    run: int = typer.Option(None, help="Only this run."), kernel: str = typer.Option(None, help="Only this kernel."), db: str = opt.DB, json_output: bool = opt.JSON
+    run: int = typer.Option(None, help="Only this run."),
+    kernel: str = typer.Option(None, help="Only this kernel."),
+    db: str = opt.DB,
+    json_output: bool = opt.JSON,
 ) -> None:
     """Candidates with their status and speedup."""
     from rich.table import Table
@@ -40,7 +45,17 @@ def list_command(
         table.add_column(column)
     for c in rows:
         ci = f"[{c['speedup_ci'][0]:.2f}, {c['speedup_ci'][1]:.2f}]" if c["speedup_ci"] else "-"
-        table.add_row(str(c["id"]), str(c["run_id"]), c["kernel"], str(c["round"]), c["origin"], c["status"], f"{c['speedup']:.2f}x" if c["speedup"] else "-", ci, c["note"][:40])
+        table.add_row(
+            str(c["id"]),
+            str(c["run_id"]),
+            c["kernel"],
+            str(c["round"]),
+            c["origin"],
+            c["status"],
+            f"{c['speedup']:.2f}x" if c["speedup"] else "-",
+            ci,
+            c["note"][:40],
+        )
     stdout.print(table)
 
 
@@ -54,8 +69,11 @@ def show_command(candidate: int = typer.Argument(...), db: str = opt.DB, json_ou
         sys.stdout.write(json.dumps(detail) + "\n")
         return
     ci = detail["speedup_ci"]
-    stdout.print(f"candidate {detail['id']} ({detail['kernel']}, run {detail['run_id']}, round {detail['round']}, {detail['origin']}) {detail['status']}"
-                 + (f" {detail['speedup']:.3f}x [{ci[0]:.3f}, {ci[1]:.3f}]" if detail["speedup"] and ci else ""), highlight=False)
+    stdout.print(
+        f"candidate {detail['id']} ({detail['kernel']}, run {detail['run_id']}, round {detail['round']}, {detail['origin']}) {detail['status']}"
+        + (f" {detail['speedup']:.3f}x [{ci[0]:.3f}, {ci[1]:.3f}]" if detail["speedup"] and ci else ""),
+        highlight=False,
+    )
     if detail["reason"]:
         stdout.print(f"reason: {detail['reason']}", highlight=False)
     if detail["source"]:
@@ -64,7 +82,9 @@ def show_command(candidate: int = typer.Argument(...), db: str = opt.DB, json_ou
 
 @app.command("diff")
 def diff_command(
-    candidate: int = typer.Argument(...), against: str = typer.Option("baseline", help="baseline or parent."), db: str = opt.DB
+    candidate: int = typer.Argument(...),
+    against: str = typer.Option("baseline", help="baseline or parent."),
+    db: str = opt.DB,
 ) -> None:
     """The unified diff of a candidate against the baseline or its parent."""
     if against not in ("baseline", "parent"):

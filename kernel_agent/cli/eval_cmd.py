@@ -59,8 +59,14 @@ def eval_command(
 
 def render(verdict) -> None:
     colour = {"faster": "green", "correct": "cyan", "flagged": "yellow"}.get(verdict.status, "red")
-    stdout.print(styled(verdict.status, f"bold {colour}", f"  {verdict.problem}  ({verdict.backend} on {verdict.device}; isolation: {verdict.isolation})"),
-                 highlight=False)
+    stdout.print(
+        styled(
+            verdict.status,
+            f"bold {colour}",
+            f"  {verdict.problem}  ({verdict.backend} on {verdict.device}; isolation: {verdict.isolation})",
+        ),
+        highlight=False,
+    )
     if verdict.speedup is not None:
         low, high = verdict.speedup_ci
         timing = verdict.timing

@@ -26,7 +26,9 @@ NOT_OFFERED = ("backend", "timing_rounds", "isolation", "keep_workdir")
 
 @from_config
 def optimize_command(
-    kernels: list[str] = typer.Argument(None, help="Problem folders, KernelBench .py files, folders of problems, or globs."),
+    kernels: list[str] = typer.Argument(
+        None, help="Problem folders, KernelBench .py files, folders of problems, or globs."
+    ),
     manifest: Path = typer.Option(None, help="TOML manifest: [[kernel]] tables with path and per-kernel options."),
     resume: int = typer.Option(None, help="Continue run RUN where it stopped (its stored plan is used)."),
     plan: RunPlan = fields_of(skip=NOT_OFFERED),
@@ -41,7 +43,14 @@ def optimize_command(
         fail("--ray-address needs --executor ray")
     database = opt.open_db(db)
     if resume is not None:
-        run_resume(database, resume, json_output, plan.workers, plan.executor if "executor" in given else None, plan.ray_address)
+        run_resume(
+            database,
+            resume,
+            json_output,
+            plan.workers,
+            plan.executor if "executor" in given else None,
+            plan.ray_address,
+        )
         return
     if plan.ray_address is not None:
         plan.executor = ExecutorKind.RAY
@@ -58,8 +67,14 @@ def optimize_command(
     execute(database, plan, None, json_output)
 
 
-def run_resume(database, run_id: int, json_output: bool, workers: int | None = None, executor: ExecutorKind | None = None,
-               ray_address: str | None = None) -> None:
+def run_resume(
+    database,
+    run_id: int,
+    json_output: bool,
+    workers: int | None = None,
+    executor: ExecutorKind | None = None,
+    ray_address: str | None = None,
+) -> None:
     """Continue a stored run with its stored plan (--workers, --executor and --ray-address may change where it runs)."""
     from kernel_agent.db.models import RunRow
 
@@ -91,12 +106,23 @@ def build_providers(database, plan: RunPlan, problems) -> dict:
 
     options = plan.provider_options
     if plan.provider == "replay":
-        return {p.name: make_provider("replay", calls=store.recorded_calls(database, options.replay_run, p.name)) for _, p in problems}
+        return {
+            p.name: make_provider("replay", calls=store.recorded_calls(database, options.replay_run, p.name))
+            for _, p in problems
+        }
     if plan.provider == "openai":
         shared = make_provider(
-            "openai", base_url=options.base_url, model=options.model, temperature=options.temperature, max_tokens=options.tokens_per_reply,
-            request_timeout=options.request_timeout, max_retries=options.max_retries, prompts_dir=options.prompts_dir,
-            prices=load_prices(options.prices_file) if options.prices_file else None, api_key_file=options.api_key_file, n=plan.search.samples,
+            "openai",
+            base_url=options.base_url,
+            model=options.model,
+            temperature=options.temperature,
+            max_tokens=options.tokens_per_reply,
+            request_timeout=options.request_timeout,
+            max_retries=options.max_retries,
+            prompts_dir=options.prompts_dir,
+            prices=load_prices(options.prices_file) if options.prices_file else None,
+            api_key_file=options.api_key_file,
+            n=plan.search.samples,
         )
     else:  # search, and plugins: they take no options from the command line
         shared = make_provider(plan.provider)
@@ -125,21 +151,35 @@ def execute(database, plan: RunPlan, run_id: int | None, json_output: bool) -> N
         problems.append((spec, problem))
     names = [p.name for _, p in problems]
     if len(set(names)) != len(names):
-        fail(f"two kernels share a name ({', '.join(sorted({n for n in names if names.count(n) > 1}))}); pass each problem once")
+        fail(
+            f"two kernels share a name ({', '.join(sorted({n for n in names if names.count(n) > 1}))}); pass each problem once"
+        )
     try:
         providers = build_providers(database, plan, problems)
     except (ProviderConfigError, ValueError) as exc:
         fail(str(exc))
     if run_id is None:
         run_id = store_plan(database, plan)
-        stderr.print(f"run {run_id}: {len(problems)} kernel(s), provider {plan.provider}, database {database.display_url}", highlight=False)
+        stderr.print(
+            f"run {run_id}: {len(problems)} kernel(s), provider {plan.provider}, database {database.display_url}",
+            highlight=False,
+        )
     else:
         store.reopen_run(database, run_id)
-        stderr.print(f"resuming run {run_id}: {len(problems)} kernel(s), provider {plan.provider}, database {database.display_url}", highlight=False)
+        stderr.print(
+            f"resuming run {run_id}: {len(problems)} kernel(s), provider {plan.provider}, database {database.display_url}",
+            highlight=False,
+        )
     executor = build_executor(plan)
     progress = LoopProgress(stderr, names, plan.search.proposal_rounds)
-    timed_devices = {run_device(p, plan.evaluation.device) for _, p in problems if not (p.device == "cuda" and run_device(p, plan.evaluation.device) == "cpu")}
-    ceilings = device_ceilings(database, timed_devices, EvalOptions.from_config(plan.evaluation).threads, remeasure=False)
+    timed_devices = {
+        run_device(p, plan.evaluation.device)
+        for _, p in problems
+        if not (p.device == "cuda" and run_device(p, plan.evaluation.device) == "cpu")
+    }
+    ceilings = device_ceilings(
+        database, timed_devices, EvalOptions.from_config(plan.evaluation).threads, remeasure=False
+    )
     batch = BatchRun(database, run_id, plan, problems, providers, executor, progress.event, ceilings=ceilings)
     results = run_until_interrupted(batch, progress, database, run_id)
     executor.shutdown()
@@ -147,7 +187,9 @@ def execute(database, plan: RunPlan, run_id: int | None, json_output: bool) -> N
         store.finish_run(database, run_id, "failed", results[-1].reason)
         fail(f"{results[-1].reason}; check --base-url, the key and the endpoint, then rerun")
     unfinished = [r for r in results if r.status in (KernelStatus.INTERRUPTED, KernelStatus.BUDGET_REACHED)]
-    store.finish_run(database, run_id, "stopped" if unfinished else "completed", "; ".join(sorted({r.reason for r in unfinished})))
+    store.finish_run(
+        database, run_id, "stopped" if unfinished else "completed", "; ".join(sorted({r.reason for r in unfinished}))
+    )
     if json_output:
         sys.stdout.write(json.dumps({"run_id": run_id, "kernels": [r.to_dict() for r in results]}) + "\n")
     else:
@@ -164,7 +206,10 @@ def build_executor(plan: RunPlan):
         except RayUnavailable as exc:
             fail(str(exc))
         where = plan.ray_address or "a local Ray instance"
-        stderr.print(f"executor: Ray at {where} ({executor.gpus} GPU(s), {executor.cpu_slots} CPU timing slot(s))", highlight=False)
+        stderr.print(
+            f"executor: Ray at {where} ({executor.gpus} GPU(s), {executor.cpu_slots} CPU timing slot(s))",
+            highlight=False,
+        )
         return executor
     from kernel_agent.optimize.executors.local import LocalExecutor
 
@@ -193,13 +238,19 @@ def run_until_interrupted(batch, progress, database, run_id: int) -> list:
             batch.stop.set()
             store.finish_run(database, run_id, "interrupted", "stopped by Ctrl-C")
             progress.stop()
-            stderr.print(f"stopping: letting evaluations in flight finish (Ctrl-C again to stop now). Resume with: kernel-agent optimize --resume {run_id}", highlight=False)
+            stderr.print(
+                f"stopping: letting evaluations in flight finish (Ctrl-C again to stop now). Resume with: kernel-agent optimize --resume {run_id}",
+                highlight=False,
+            )
             try:
                 while worker.is_alive():
                     worker.join(0.2)
             except KeyboardInterrupt:
                 pass
-            stderr.print(f"interrupted: run {run_id} is saved; resume with: kernel-agent optimize --resume {run_id}", highlight=False)
+            stderr.print(
+                f"interrupted: run {run_id} is saved; resume with: kernel-agent optimize --resume {run_id}",
+                highlight=False,
+            )
             sys.stderr.flush()
             # Sandboxed workers die with this process; an evaluation cut short is redone on resume.
             os._exit(130)
@@ -209,8 +260,15 @@ def run_until_interrupted(batch, progress, database, run_id: int) -> list:
 
 
 STATUS_LABELS = {
-    "improved": "improved", "needs_review": "needs review", "no_gain": "no gain", "needs_gpu": "verified; needs a GPU", "baseline_failed": "baseline failed", "too_large": "too large",
-    "provider_failed": "provider failed", "budget_reached": "budget reached", "interrupted": "interrupted",
+    "improved": "improved",
+    "needs_review": "needs review",
+    "no_gain": "no gain",
+    "needs_gpu": "verified; needs a GPU",
+    "baseline_failed": "baseline failed",
+    "too_large": "too large",
+    "provider_failed": "provider failed",
+    "budget_reached": "budget reached",
+    "interrupted": "interrupted",
 }
 
 
@@ -221,11 +279,17 @@ def render_summary(run_id: int, results: list) -> None:
 
     table = Table(title=f"run {run_id}", caption=MS_CAPTION)
     for column in ("kernel", "baseline ms", "best ms", "speedup", "best candidate", "status"):
-        table.add_column(column, justify="right" if column not in ("kernel", "status") else "left", no_wrap=column == "kernel")
+        table.add_column(
+            column, justify="right" if column not in ("kernel", "status") else "left", no_wrap=column == "kernel"
+        )
     for r in results:
         table.add_row(
-            r.name, f"{r.baseline_ms:.3f}" if r.baseline_ms else "-", f"{r.best_ms:.3f}" if r.best_ms else "-",
-            f"{r.speedup:.2f}x" if r.speedup else "-", str(r.best_candidate or "-"), STATUS_LABELS.get(r.status, r.status),
+            r.name,
+            f"{r.baseline_ms:.3f}" if r.baseline_ms else "-",
+            f"{r.best_ms:.3f}" if r.best_ms else "-",
+            f"{r.speedup:.2f}x" if r.speedup else "-",
+            str(r.best_candidate or "-"),
+            STATUS_LABELS.get(r.status, r.status),
         )
     stdout.print(table)
     for r in results:

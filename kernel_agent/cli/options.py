@@ -20,7 +20,9 @@ import typer
 
 from kernel_agent.core.config import default_of, flag_of, is_option, value_type
 
-DB = typer.Option(None, "--db", help="Database file or SQLAlchemy URL (default: $KERNEL_AGENT_DB or ./runs.db).", show_default=False)
+DB = typer.Option(
+    None, "--db", help="Database file or SQLAlchemy URL (default: $KERNEL_AGENT_DB or ./runs.db).", show_default=False
+)
 
 
 def json_option(what: str = "one JSON document") -> Any:
@@ -120,7 +122,10 @@ def from_config(command: Callable[..., Any]) -> Callable[..., Any]:
         if isinstance(p.default, FieldsOf):
             found = list(leaves(hints[p.name], p.default, ()))
             records[p.name] = (hints[p.name], found)
-            parameters += [inspect.Parameter(leaf.name, p.KEYWORD_ONLY, default=typer_option(leaf), annotation=leaf.hint) for leaf in found]
+            parameters += [
+                inspect.Parameter(leaf.name, p.KEYWORD_ONLY, default=typer_option(leaf), annotation=leaf.hint)
+                for leaf in found
+            ]
         elif p.default is GIVEN:
             given_name = p.name
         else:
@@ -139,7 +144,12 @@ def from_config(command: Callable[..., Any]) -> Callable[..., Any]:
             arguments[given_name] = frozenset(n for n in names if context.get_parameter_source(n).name != "DEFAULT")
         return command(**arguments)
 
-    run.__name__, run.__qualname__, run.__doc__, run.__module__ = command.__name__, command.__qualname__, command.__doc__, command.__module__
+    run.__name__, run.__qualname__, run.__doc__, run.__module__ = (
+        command.__name__,
+        command.__qualname__,
+        command.__doc__,
+        command.__module__,
+    )
     run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     run.__annotations__ = {p.name: p.annotation for p in parameters}
     return run

@@ -26,11 +26,24 @@ from kernel_agent.core.config import Device, EvalConfig
 
 @from_config
 def profile_command(
-    problem: Path | None = typer.Argument(None, help="A problem folder (problem.py + kernel.py) or a KernelBench .py file; without one, only the ceilings."),
-    candidate: str | None = typer.Option(None, "--candidate", help="Time this candidate (a file, or a candidate id in the database; verified in the sandbox) instead of the baseline against itself."),
+    problem: Path | None = typer.Argument(
+        None,
+        help="A problem folder (problem.py + kernel.py) or a KernelBench .py file; without one, only the ceilings.",
+    ),
+    candidate: str | None = typer.Option(
+        None,
+        "--candidate",
+        help="Time this candidate (a file, or a candidate id in the database; verified in the sandbox) instead of the baseline against itself.",
+    ),
     evaluation: EvalConfig = fields_of(only=("device", "threads")),
-    ceilings: bool = typer.Option(True, "--ceilings/--no-ceilings", help="Show the bandwidth and matmul rates stored for this device (measured and stored the first time; needed for floors)."),
-    remeasure: bool = typer.Option(False, "--remeasure", help="Measure the ceilings again now and replace the stored ones."),
+    ceilings: bool = typer.Option(
+        True,
+        "--ceilings/--no-ceilings",
+        help="Show the bandwidth and matmul rates stored for this device (measured and stored the first time; needed for floors).",
+    ),
+    remeasure: bool = typer.Option(
+        False, "--remeasure", help="Measure the ceilings again now and replace the stored ones."
+    ),
     db: str = DB,
     json_output: bool = json_option("exactly one JSON object"),
 ) -> None:
@@ -76,9 +89,13 @@ def profile_command(
     if role == "baseline":  # A/A: the "candidate" side is the baseline again; keep one set of numbers
         rows = [{k: v for k, v in row.items() if not k.startswith("candidate_")} for row in rows]
     breakdown = operator_breakdown(loaded, verdict, role, where)
-    profile = build_profile(loaded, timing, where, measured, rows=rows, role=role, breakdown=breakdown if "error" not in breakdown else None)
+    profile = build_profile(
+        loaded, timing, where, measured, rows=rows, role=role, breakdown=breakdown if "error" not in breakdown else None
+    )
 
-    report = ProfileReport(loaded.name, where, measured, origin, rows, profile, timing_summary(verdict, role), breakdown)
+    report = ProfileReport(
+        loaded.name, where, measured, origin, rows, profile, timing_summary(verdict, role), breakdown
+    )
     if json_output:
         sys.stdout.write(json.dumps(report.to_json(), default=str) + "\n")
     else:
@@ -103,10 +120,18 @@ class ProfileReport:
     def to_json(self) -> dict[str, Any]:
         from kernel_agent.measure.profile import ceilings_to_dict
 
-        suspicious = [row for row in self.rows if row.get("candidate_faster_than_floor") or row.get("baseline_faster_than_floor")]
+        suspicious = [
+            row for row in self.rows if row.get("candidate_faster_than_floor") or row.get("baseline_faster_than_floor")
+        ]
         return {
-            "problem": self.problem, "device": self.device, "ceilings": ceilings_to_dict(self.ceilings) if self.ceilings is not None else None,
-            "ceilings_origin": self.ceilings_origin, "shapes": self.rows, "profile": self.profile, "timing": self.timing, "breakdown": self.breakdown,
+            "problem": self.problem,
+            "device": self.device,
+            "ceilings": ceilings_to_dict(self.ceilings) if self.ceilings is not None else None,
+            "ceilings_origin": self.ceilings_origin,
+            "shapes": self.rows,
+            "profile": self.profile,
+            "timing": self.timing,
+            "breakdown": self.breakdown,
             "faster_than_floor": [row["shape"] for row in suspicious],
         }
 
@@ -134,7 +159,10 @@ def operator_breakdown(problem, verdict, role: str, where: str) -> dict[str, Any
     if role != "baseline":
         return {"error": "the candidate was not timed, so it was not profiled"}
     try:  # trusted code only: the problem's own baseline, in this process
-        return {"role": role, **profiler_breakdown(problem, problem.baseline_path, problem.shapes[0], problem.dtypes[0], where)}
+        return {
+            "role": role,
+            **profiler_breakdown(problem, problem.baseline_path, problem.shapes[0], problem.dtypes[0], where),
+        }
     except Exception as exc:  # noqa: BLE001 - e.g. a Triton baseline on a machine without a GPU
         return {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
 
@@ -142,7 +170,13 @@ def operator_breakdown(problem, verdict, role: str, where: str) -> dict[str, Any
 def timing_summary(verdict, role: str) -> dict[str, Any] | None:  # noqa: ANN001 - a Verdict
     if verdict is None:
         return None
-    summary = {"role": role, "status": verdict.status, "reason": verdict.reason, "speedup": verdict.speedup, "speedup_ci": verdict.speedup_ci}
+    summary = {
+        "role": role,
+        "status": verdict.status,
+        "reason": verdict.reason,
+        "speedup": verdict.speedup,
+        "speedup_ci": verdict.speedup_ci,
+    }
     if verdict.timing is not None:
         summary.update(baseline=verdict.timing.get("baseline"), candidate=verdict.timing.get("candidate"))
     return summary
@@ -182,7 +216,9 @@ def show_ceilings(device: str, ceilings, origin: str, json_output: bool) -> None
     if ceilings is None:
         fail(f"no ceilings for {device}")
     if json_output:
-        sys.stdout.write(json.dumps({"device": device, "ceilings": ceilings_to_dict(ceilings), "ceilings_origin": origin}) + "\n")
+        sys.stdout.write(
+            json.dumps({"device": device, "ceilings": ceilings_to_dict(ceilings), "ceilings_origin": origin}) + "\n"
+        )
     else:
         stdout.print(ceilings_line(ceilings, origin), highlight=False)
 
@@ -198,7 +234,13 @@ def render(report: ProfileReport) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    name, device, ceilings, origin, rows = report.problem, report.device, report.ceilings, report.ceilings_origin, report.rows
+    name, device, ceilings, origin, rows = (
+        report.problem,
+        report.device,
+        report.ceilings,
+        report.ceilings_origin,
+        report.rows,
+    )
     summary, breakdown = report.timing, report.breakdown
     stdout.print(styled(name, "bold", f" on {device}"), highlight=False)
     stdout.print(ceilings_line(ceilings, origin), highlight=False)
@@ -212,7 +254,12 @@ def render(report: ProfileReport) -> None:
     for row in rows:
         table.add_column("x".join(str(d) for d in row["shape"]), justify="right")
     metrics: list[tuple[str, Any]] = [
-        ("work", lambda row: _fmt(row["flops"], "FLOP") + ("" if row["flops_source"] == "declared" else f" ({row['flops_source']})")),
+        (
+            "work",
+            lambda row: (
+                _fmt(row["flops"], "FLOP") + ("" if row["flops_source"] == "declared" else f" ({row['flops_source']})")
+            ),
+        ),
         ("min. traffic", lambda row: _fmt(row["bytes"], "B")),
         ("FLOP/byte", lambda row: _fmt(row["intensity"])),
         ("bound", lambda row: row.get("bound", "-")),
@@ -225,8 +272,10 @@ def render(report: ProfileReport) -> None:
             (f"{role} GFLOP/s", lambda row, r=role: _fmt(row.get(f"{r}_gflops"))),
             (
                 f"{role} fraction of floor",
-                lambda row, r=role: Text.assemble(_fmt(row.get(f"{r}_fraction_of_floor")),
-                                                  (" faster than the floor!", "bold red") if row.get(f"{r}_faster_than_floor") else ""),
+                lambda row, r=role: Text.assemble(
+                    _fmt(row.get(f"{r}_fraction_of_floor")),
+                    (" faster than the floor!", "bold red") if row.get(f"{r}_faster_than_floor") else "",
+                ),
             ),
         ]
     for label, cell in metrics:
@@ -236,12 +285,16 @@ def render(report: ProfileReport) -> None:
         stdout.print(f"profiler breakdown unavailable: {breakdown['error']}", highlight=False)
         return
     where = "trusted code in-process" if breakdown.get("trusted_only") else "reported by its sandboxed process"
-    ops = Table(title=f"{breakdown['role']} profile at {'x'.join(str(d) for d in breakdown['shape'])} ({breakdown['calls']} calls, {where})")
+    ops = Table(
+        title=f"{breakdown['role']} profile at {'x'.join(str(d) for d in breakdown['shape'])} ({breakdown['calls']} calls, {where})"
+    )
     cuda = breakdown["device"] == "cuda"
     for column in ("operator", "count", "self CPU ms") + (("self CUDA ms",) if cuda else ()):
         ops.add_column(column)
     for op in breakdown["top_ops"]:
-        ops.add_row(op["name"], str(op["count"]), f"{op['self_cpu_ms']:.4g}", *((f"{op['self_cuda_ms']:.4g}",) if cuda else ()))
+        ops.add_row(
+            op["name"], str(op["count"]), f"{op['self_cpu_ms']:.4g}", *((f"{op['self_cuda_ms']:.4g}",) if cuda else ())
+        )
     stdout.print(ops)
     launches = "kernel launches" if cuda else "top-level torch ops"
     stdout.print(

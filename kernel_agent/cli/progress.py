@@ -14,10 +14,19 @@ class LoopProgress:
     """One line per kernel (round, evaluated/accepted, best speedup, failures by status) and one for the run."""
 
     def __init__(self, console: Console, kernels: list[str], rounds: int) -> None:
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(), console=console, transient=False)
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}", markup=False),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
         self.overall = self.progress.add_task("run: starting")
         self.tasks = {name: self.progress.add_task(f"{name}: waiting", start=False) for name in kernels}
-        self.state: dict[str, dict[str, Any]] = {name: {"evaluated": 0, "accepted": 0, "best": None, "round": 0, "failures": {}, "done": False} for name in kernels}
+        self.state: dict[str, dict[str, Any]] = {
+            name: {"evaluated": 0, "accepted": 0, "best": None, "round": 0, "failures": {}, "done": False}
+            for name in kernels
+        }
         self.rounds = rounds
         self.tokens, self.cost, self.started = 0, 0.0, time.monotonic()
         self.lock = threading.Lock()
@@ -71,7 +80,11 @@ class LoopProgress:
             self.progress.stop_task(task)
         best = f"{state['best']:.2f}x" if state["best"] else "-"
         failures = ", ".join(f"{k} {v}" for k, v in sorted(state["failures"].items()))
-        self.progress.update(task, description=f"{name}: {text} | evaluated {state['evaluated']}, accepted {state['accepted']}, best {best}" + (f" | {failures}" if failures else ""))
+        self.progress.update(
+            task,
+            description=f"{name}: {text} | evaluated {state['evaluated']}, accepted {state['accepted']}, best {best}"
+            + (f" | {failures}" if failures else ""),
+        )
 
     def _overall(self) -> None:
         elapsed = time.monotonic() - self.started
@@ -79,4 +92,7 @@ class LoopProgress:
         done = sum(self.rounds if s["done"] else max(0, s["round"] - 1) for s in self.state.values())
         eta = f"{elapsed / done * (total - done):.0f} s" if done else "-"
         finished = sum(1 for s in self.state.values() if s["done"])
-        self.progress.update(self.overall, description=f"run: {finished}/{len(self.state)} kernels done | tokens {self.tokens} | ${self.cost:.4f} | ETA {eta}")
+        self.progress.update(
+            self.overall,
+            description=f"run: {finished}/{len(self.state)} kernels done | tokens {self.tokens} | ${self.cost:.4f} | ETA {eta}",
+        )

@@ -17,7 +17,17 @@ from kernel_agent.cli.common import fail, stdout
 from kernel_agent.cli.run_arg import RUN, resolve_run_or_fail
 
 PAST = {"approve": "approved", "reject": "rejected"}
-ANSWERS = {"a": "approve", "approve": "approve", "r": "reject", "reject": "reject", "s": "skip", "skip": "skip", "": "skip", "q": "quit", "quit": "quit"}
+ANSWERS = {
+    "a": "approve",
+    "approve": "approve",
+    "r": "reject",
+    "reject": "reject",
+    "s": "skip",
+    "skip": "skip",
+    "": "skip",
+    "q": "quit",
+    "quit": "quit",
+}
 
 
 class DefaultToStart(TyperGroup):
@@ -29,13 +39,19 @@ class DefaultToStart(TyperGroup):
         return super().parse_args(ctx, args)
 
 
-app = typer.Typer(cls=DefaultToStart, help="Review accepted and flagged candidates: `review RUN`, `review approve CAND`, `review reject CAND`.",
-                  no_args_is_help=True, rich_markup_mode=None)
+app = typer.Typer(
+    cls=DefaultToStart,
+    help="Review accepted and flagged candidates: `review RUN`, `review approve CAND`, `review reject CAND`.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 
 
 @app.command("start")
 def start_command(
-    run: str = RUN, kernel: str = typer.Option(None, "--kernel", help="Only this kernel."), db: str = opt.DB,
+    run: str = RUN,
+    kernel: str = typer.Option(None, "--kernel", help="Only this kernel."),
+    db: str = opt.DB,
 ) -> None:
     """Walk each kernel's accepted and flagged candidates, best first, and approve, reject or skip each."""
     from kernel_agent.review.decisions import queue, record
@@ -62,7 +78,10 @@ def start_command(
             note = ask_note()
             saved = record(database, candidate.id, answer, note)
             decided += 1
-            stdout.print(f"candidate {saved.candidate_id} ({kernel_record.name}): {PAST[saved.decision]} by {saved.reviewer}", highlight=False)
+            stdout.print(
+                f"candidate {saved.candidate_id} ({kernel_record.name}): {PAST[saved.decision]} by {saved.reviewer}",
+                highlight=False,
+            )
     stdout.print(f"done; {decided} decision(s) recorded", highlight=False)
 
 
@@ -98,18 +117,31 @@ def show_candidate(candidate) -> None:  # noqa: ANN001 - a db.review_reads.Candi
         f"status     {candidate.status}" + (f"  ({candidate.reason})" if candidate.reason else ""),
         f"speedup    {candidate.speedup:.3f}x, 95% interval {ci}" if candidate.speedup else "speedup    -",
         f"times      baseline {candidate.baseline_ms:.4f} ms -> candidate {candidate.candidate_ms:.4f} ms"
-        if candidate.baseline_ms and candidate.candidate_ms else "times      -",
+        if candidate.baseline_ms and candidate.candidate_ms
+        else "times      -",
         f"checks     {passed}/{checked} passed ({', '.join(candidate.dtypes) or '-'})",
         f"device     {candidate.device} ({candidate.device_name})",
         f"isolation  {candidate.isolation}",
         f"flags      {'; '.join(candidate.flags) if candidate.flags else 'none'}",
-        f"origin     {candidate.origin}, round {candidate.round}, parent {candidate.parent_id}" + (f"  note: {candidate.note}" if candidate.note else ""),
+        f"origin     {candidate.origin}, round {candidate.round}, parent {candidate.parent_id}"
+        + (f"  note: {candidate.note}" if candidate.note else ""),
     ]
     if candidate.decision:
         d = candidate.decision
-        lines.append(f"reviewed   {d.decision} by {d.reviewer} at {d.created_at.isoformat(timespec='seconds')}" + (f": {d.note}" if d.note else ""))
+        lines.append(
+            f"reviewed   {d.decision} by {d.reviewer} at {d.created_at.isoformat(timespec='seconds')}"
+            + (f": {d.note}" if d.note else "")
+        )
     title = f"candidate {candidate.id}  {candidate.kernel}  run {candidate.run_id}"
-    stdout.print(Panel(Text("\n".join(lines)), title=Text(title), title_align="left", border_style="red" if candidate.status == "flagged" else "green"), highlight=False)
+    stdout.print(
+        Panel(
+            Text("\n".join(lines)),
+            title=Text(title),
+            title_align="left",
+            border_style="red" if candidate.status == "flagged" else "green",
+        ),
+        highlight=False,
+    )
     stdout.print("diff against the baseline:", highlight=False)
     stdout.print(Syntax(candidate.diff_baseline or "(no differences)\n", "diff", theme="ansi_dark", word_wrap=True))
     if candidate.diff_parent and candidate.diff_parent.replace("parent/", "baseline/") != candidate.diff_baseline:
@@ -124,12 +156,18 @@ def _decide(candidate: int, decision: str, note: str, db: str | None) -> None:
         saved = record(opt.open_db(db), candidate, decision, note)
     except ReviewError as exc:
         fail(str(exc))
-    stdout.print(f"candidate {saved.candidate_id}: {PAST[saved.decision]} by {saved.reviewer}" + (f" ({saved.note})" if saved.note else ""), highlight=False)
+    stdout.print(
+        f"candidate {saved.candidate_id}: {PAST[saved.decision]} by {saved.reviewer}"
+        + (f" ({saved.note})" if saved.note else ""),
+        highlight=False,
+    )
 
 
 @app.command("approve")
 def approve_command(
-    candidate: int = typer.Argument(..., help="Candidate id."), note: str = typer.Option("", "--note", help="Why."), db: str = opt.DB,
+    candidate: int = typer.Argument(..., help="Candidate id."),
+    note: str = typer.Option("", "--note", help="Why."),
+    db: str = opt.DB,
 ) -> None:
     """Approve a candidate (a flagged candidate ships only after this)."""
     _decide(candidate, "approve", note, db)
@@ -137,7 +175,9 @@ def approve_command(
 
 @app.command("reject")
 def reject_command(
-    candidate: int = typer.Argument(..., help="Candidate id."), note: str = typer.Option("", "--note", help="Why."), db: str = opt.DB,
+    candidate: int = typer.Argument(..., help="Candidate id."),
+    note: str = typer.Option("", "--note", help="Why."),
+    db: str = opt.DB,
 ) -> None:
     """Reject a candidate: it is never exported (until a later approve)."""
     _decide(candidate, "reject", note, db)

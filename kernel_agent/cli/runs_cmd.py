@@ -49,15 +49,33 @@ def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON)
         sys.stdout.write(json.dumps(detail) + "\n")
         return
     llm = detail["llm"]
-    stdout.print(f"run {detail['run_id']}  {detail['status']}  provider {detail['provider']}  started {detail['started']}  "
-                 f"LLM calls {llm['calls']} ({llm['prompt_tokens']}+{llm['completion_tokens']} tokens, ${llm['cost_usd']:.4f})", highlight=False)
+    stdout.print(
+        f"run {detail['run_id']}  {detail['status']}  provider {detail['provider']}  started {detail['started']}  "
+        f"LLM calls {llm['calls']} ({llm['prompt_tokens']}+{llm['completion_tokens']} tokens, ${llm['cost_usd']:.4f})",
+        highlight=False,
+    )
     table = Table(caption=MS_CAPTION)
-    for column in ("kernel", "status", "rounds", "baseline ms", "best ms", "speedup", "best candidate", "candidates by status"):
+    for column in (
+        "kernel",
+        "status",
+        "rounds",
+        "baseline ms",
+        "best ms",
+        "speedup",
+        "best candidate",
+        "candidates by status",
+    ):
         table.add_column(column)
     for k in detail["kernels"]:
         table.add_row(
-            k["name"], k["status"], str(k["rounds"]), f"{k['baseline_ms']:.3f}" if k["baseline_ms"] else "-", f"{k['best_ms']:.3f}" if k["best_ms"] else "-",
-            f"{k['speedup']:.2f}x" if k["speedup"] else "-", str(k["best_candidate"] or "-"), ", ".join(f"{s} {n}" for s, n in sorted(k["statuses"].items())),
+            k["name"],
+            k["status"],
+            str(k["rounds"]),
+            f"{k['baseline_ms']:.3f}" if k["baseline_ms"] else "-",
+            f"{k['best_ms']:.3f}" if k["best_ms"] else "-",
+            f"{k['speedup']:.2f}x" if k["speedup"] else "-",
+            str(k["best_candidate"] or "-"),
+            ", ".join(f"{s} {n}" for s, n in sorted(k["statuses"].items())),
         )
     stdout.print(table)
     for k in detail["kernels"]:  # soft_wrap: a `kernel-agent review approve ...` command stays on one line to copy
@@ -70,7 +88,9 @@ def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON)
 
 @app.command("resume")
 def resume_command(
-    run: int = typer.Argument(..., help="Run id."), db: str = opt.DB, json_output: bool = opt.JSON,
+    run: int = typer.Argument(..., help="Run id."),
+    db: str = opt.DB,
+    json_output: bool = opt.JSON,
     workers: int = typer.Option(None, min=1, help="Parallel evaluations (default: as stored with the run)."),
 ) -> None:
     """Continue a run that was interrupted or killed, from what the database holds."""

@@ -48,7 +48,9 @@ class ExecutorKind(Choice):
     RAY = "ray"  # a Ray cluster
 
 
-def option(default: Any = MISSING, *, help: str, flag: str | None = None, minimum: float | None = None, factory: Any = MISSING) -> Any:
+def option(
+    default: Any = MISSING, *, help: str, flag: str | None = None, minimum: float | None = None, factory: Any = MISSING
+) -> Any:
     """A dataclass field that is a user-facing option: its default, its help, and its flag when not `--field-name`."""
     metadata = {"help": help, "flag": flag, "min": minimum}
     if factory is not MISSING:
@@ -86,18 +88,34 @@ def value_type(hint: Any) -> Any:
 class EvalConfig:
     """What a user chooses about evaluating a candidate; `eval`, `optimize`, `profile` and `export` read these."""
 
-    device: Device = option(Device.AUTO, help="Where candidates run: auto (the problem's device when one is visible), cpu or cuda.")
+    device: Device = option(
+        Device.AUTO, help="Where candidates run: auto (the problem's device when one is visible), cpu or cuda."
+    )
     timeout: float = option(180.0, help="Wall-clock seconds for each sandboxed process.")
     backend: str | None = option(None, help="triton, cuda, cpp or torch (detected from the source when omitted).")
     min_gain: float = option(0.02, help="Accept as faster only when the 95% interval's low end clears 1 + MIN_GAIN.")
-    sanity_speedup: float = option(10.0, minimum=1.0, help="A speedup above this is flagged for human review (kernel-agent review) instead of accepted.")
-    timing_rounds: int = option(10, minimum=1, help="Timing rounds per A/B measurement (alternating baseline and candidate blocks).")
-    isolation: IsolationLevel = option(IsolationLevel.AUTO, help="Sandbox isolation: auto (the strongest available), bwrap, unshare or process.")
+    sanity_speedup: float = option(
+        10.0,
+        minimum=1.0,
+        help="A speedup above this is flagged for human review (kernel-agent review) instead of accepted.",
+    )
+    timing_rounds: int = option(
+        10, minimum=1, help="Timing rounds per A/B measurement (alternating baseline and candidate blocks)."
+    )
+    isolation: IsolationLevel = option(
+        IsolationLevel.AUTO, help="Sandbox isolation: auto (the strongest available), bwrap, unshare or process."
+    )
     sandbox_root: Path = option(Path("sandbox"), flag="--sandbox", help="Folder for per-evaluation work dirs.")
     keep_workdir: bool = option(False, flag="--keep/--no-keep", help="Keep the work dir for inspection.")
-    threads: int | None = option(None, minimum=1, help="CPU threads for kernels and timing, the same for baseline and candidate (default: all cores).")
+    threads: int | None = option(
+        None,
+        minimum=1,
+        help="CPU threads for kernels and timing, the same for baseline and candidate (default: all cores).",
+    )
     memory_budget: float | None = option(
-        None, minimum=0.1, help="GB of host memory one evaluation may use; a problem needing more is refused before it runs (default: what this host has available)."
+        None,
+        minimum=0.1,
+        help="GB of host memory one evaluation may use; a problem needing more is refused before it runs (default: what this host has available).",
     )
 
 

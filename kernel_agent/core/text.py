@@ -52,8 +52,6 @@ def has_raw_controls(source: str) -> str | None:
     return None
 
 
-
-
 def clean_nested(value: object, limit: int = 1000) -> object:
     """Every string inside `value` (dicts and lists, as verdicts hold them) `clean`ed in place, so
     references others hold stay valid; a string is returned cleaned. Keys are cleaned too."""
@@ -69,6 +67,7 @@ def clean_nested(value: object, limit: int = 1000) -> object:
         for index, item in enumerate(value):
             value[index] = clean_nested(item, limit)
     return value
+
 
 _UNSTORABLE = re.compile(r"[\ud800-\udfff\x00]")
 

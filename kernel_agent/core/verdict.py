@@ -22,7 +22,9 @@ class Status(str, Enum):
 
     FASTER = "faster"  # correct, and the interval's low end clears 1 + min_gain
     CORRECT = "correct"  # correct, not (verifiably) faster
-    FLAGGED = "flagged"  # correct and measured faster, but something needs a human (sanity bound, roofline floor, clocks)
+    FLAGGED = (
+        "flagged"  # correct and measured faster, but something needs a human (sanity bound, roofline floor, clocks)
+    )
     INCORRECT = "incorrect"
     COMPILE_ERROR = "compile_error"
     RUNTIME_ERROR = "runtime_error"
@@ -46,9 +48,16 @@ class StatusError(Exception):
         self.status = Status(status).value
         self.reason = reason
 
+
 # Text fields cleaned on every assignment: (length limit, keep newlines).
-_TEXT_FIELDS = {"reason": (1000, False), "candidate_output": (4000, True), "problem": (200, False), "backend": (40, False),
-                "device": (40, False), "isolation": (1000, False)}
+_TEXT_FIELDS = {
+    "reason": (1000, False),
+    "candidate_output": (4000, True),
+    "problem": (200, False),
+    "backend": (40, False),
+    "device": (40, False),
+    "isolation": (1000, False),
+}
 _NESTED_FIELDS = ("flags", "checks", "static", "timing", "profile")
 
 
@@ -72,9 +81,15 @@ class Verdict:
     environment: dict[str, Any] = field(default_factory=dict)
     durations: dict[str, float] = field(default_factory=dict)
     candidate_output: str = ""
-    profile: dict[str, Any] | None = None  # torch.profiler breakdown the candidate's process reported (advice, sanitized)
-    roofline: dict[str, Any] | None = None  # work counts, ceilings and floors per benchmark shape (set by the optimize loop)
-    accounting: dict[str, Any] | None = None  # CPU time per phase of each side's sandbox, read from outside its processes
+    profile: dict[str, Any] | None = (
+        None  # torch.profiler breakdown the candidate's process reported (advice, sanitized)
+    )
+    roofline: dict[str, Any] | None = (
+        None  # work counts, ceilings and floors per benchmark shape (set by the optimize loop)
+    )
+    accounting: dict[str, Any] | None = (
+        None  # CPU time per phase of each side's sandbox, read from outside its processes
+    )
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _TEXT_FIELDS and isinstance(value, str):

@@ -16,8 +16,13 @@ def list_runs(db: Database) -> list[dict[str, Any]]:
     with db.session() as session:
         runs = session.scalars(select(RunRow).order_by(RunRow.id.desc())).all()
         return [
-            {"run_id": r.id, "started": r.started_at.isoformat(timespec="seconds"), "status": r.status, "provider": r.provider,
-             "kernels": [k.problem.name for k in r.kernels]}
+            {
+                "run_id": r.id,
+                "started": r.started_at.isoformat(timespec="seconds"),
+                "status": r.status,
+                "provider": r.provider,
+                "kernels": [k.problem.name for k in r.kernels],
+            }
             for r in runs
         ]
 
@@ -30,24 +35,56 @@ def run_detail(db: Database, run_id: int) -> dict[str, Any] | None:
         kernels = []
         for k in run.kernels:
             statuses = Counter(
-                session.scalars(select(EvaluationRow.status).join(CandidateRow).where(CandidateRow.run_kernel_id == k.id, CandidateRow.origin != "baseline")).all()
+                session.scalars(
+                    select(EvaluationRow.status)
+                    .join(CandidateRow)
+                    .where(CandidateRow.run_kernel_id == k.id, CandidateRow.origin != "baseline")
+                ).all()
             )
-            unparseable = session.scalar(select(func.count()).select_from(CandidateRow).where(CandidateRow.run_kernel_id == k.id, CandidateRow.parse_error.is_not(None)))
+            unparseable = session.scalar(
+                select(func.count())
+                .select_from(CandidateRow)
+                .where(CandidateRow.run_kernel_id == k.id, CandidateRow.parse_error.is_not(None))
+            )
             if unparseable:
                 statuses["unparseable"] = unparseable
-            kernels.append({
-                "name": k.problem.name, "status": k.status, "reason": k.reason, "rounds": k.rounds_done, "baseline_ms": k.baseline_ms,
-                "best_ms": k.best_ms, "speedup": k.best_speedup, "best_candidate": k.best_candidate_id, "statuses": dict(statuses),
-            })
+            kernels.append(
+                {
+                    "name": k.problem.name,
+                    "status": k.status,
+                    "reason": k.reason,
+                    "rounds": k.rounds_done,
+                    "baseline_ms": k.baseline_ms,
+                    "best_ms": k.best_ms,
+                    "speedup": k.best_speedup,
+                    "best_candidate": k.best_candidate_id,
+                    "statuses": dict(statuses),
+                }
+            )
         tokens = session.execute(
-            select(func.coalesce(func.sum(LLMCallRow.prompt_tokens), 0), func.coalesce(func.sum(LLMCallRow.completion_tokens), 0),
-                   func.coalesce(func.sum(LLMCallRow.cost_usd), 0.0), func.count(LLMCallRow.id)).where(LLMCallRow.run_id == run_id)
+            select(
+                func.coalesce(func.sum(LLMCallRow.prompt_tokens), 0),
+                func.coalesce(func.sum(LLMCallRow.completion_tokens), 0),
+                func.coalesce(func.sum(LLMCallRow.cost_usd), 0.0),
+                func.count(LLMCallRow.id),
+            ).where(LLMCallRow.run_id == run_id)
         ).one()
         detail = {
-            "run_id": run.id, "started": run.started_at.isoformat(timespec="seconds"),
-            "finished": run.finished_at.isoformat(timespec="seconds") if run.finished_at else None, "status": run.status,
-            "provider": run.provider, "model": run.model, "options": run.options, "note": run.note, "kernels": kernels,
-            "llm": {"calls": tokens[3], "prompt_tokens": tokens[0], "completion_tokens": tokens[1], "cost_usd": tokens[2]},
+            "run_id": run.id,
+            "started": run.started_at.isoformat(timespec="seconds"),
+            "finished": run.finished_at.isoformat(timespec="seconds") if run.finished_at else None,
+            "status": run.status,
+            "provider": run.provider,
+            "model": run.model,
+            "options": run.options,
+            "note": run.note,
+            "kernels": kernels,
+            "llm": {
+                "calls": tokens[3],
+                "prompt_tokens": tokens[0],
+                "completion_tokens": tokens[1],
+                "cost_usd": tokens[2],
+            },
         }
     # A flagged candidate that beats every accepted one, with its latest review decision (read now, not at run time).
     reviews = {k.name: kernel_review(k, db) for k in run_kernels(db, run_id)}
@@ -58,7 +95,11 @@ def run_detail(db: Database, run_id: int) -> dict[str, Any] | None:
 
 def list_candidates(db: Database, run_id: int | None = None, kernel: str | None = None) -> list[dict[str, Any]]:
     with db.session() as session:
-        query = select(CandidateRow, EvaluationRow, ProblemRow.name).outerjoin(EvaluationRow, EvaluationRow.candidate_id == CandidateRow.id).join(ProblemRow, ProblemRow.id == CandidateRow.problem_id)
+        query = (
+            select(CandidateRow, EvaluationRow, ProblemRow.name)
+            .outerjoin(EvaluationRow, EvaluationRow.candidate_id == CandidateRow.id)
+            .join(ProblemRow, ProblemRow.id == CandidateRow.problem_id)
+        )
         if run_id is not None:
             query = query.where(CandidateRow.run_id == run_id)
         if kernel is not None:
@@ -69,10 +110,19 @@ def list_candidates(db: Database, run_id: int | None = None, kernel: str | None 
 
 def candidate_summary(c: CandidateRow, e: EvaluationRow | None, kernel: str) -> dict[str, Any]:
     return {
-        "id": c.id, "run_id": c.run_id, "kernel": kernel, "round": c.round, "origin": c.origin, "parent_id": c.parent_id, "note": c.note,
-        "status": e.status if e else ("unparseable" if c.parse_error else "pending"), "reason": e.reason if e else (c.parse_error or ""),
-        "speedup": e.speedup if e else None, "speedup_ci": [e.ci_low, e.ci_high] if e and e.ci_low is not None else None,
-        "candidate_ms": e.candidate_ms if e else None, "source_hash": c.source_hash,
+        "id": c.id,
+        "run_id": c.run_id,
+        "kernel": kernel,
+        "round": c.round,
+        "origin": c.origin,
+        "parent_id": c.parent_id,
+        "note": c.note,
+        "status": e.status if e else ("unparseable" if c.parse_error else "pending"),
+        "reason": e.reason if e else (c.parse_error or ""),
+        "speedup": e.speedup if e else None,
+        "speedup_ci": [e.ci_low, e.ci_high] if e and e.ci_low is not None else None,
+        "candidate_ms": e.candidate_ms if e else None,
+        "source_hash": c.source_hash,
     }
 
 
@@ -84,8 +134,13 @@ def candidate_detail(db: Database, candidate_id: int) -> dict[str, Any] | None:
         evaluation = candidate.evaluation
         kernel = session.get(ProblemRow, candidate.problem_id)
         data = candidate_summary(candidate, evaluation, kernel.name if kernel else "?")
-        data.update({
-            "source": candidate.source.text if candidate.source else None, "diff_baseline": candidate.diff_baseline, "diff_parent": candidate.diff_parent,
-            "verdict": evaluation.verdict if evaluation else None, "llm_call_id": candidate.llm_call_id,
-        })
+        data.update(
+            {
+                "source": candidate.source.text if candidate.source else None,
+                "diff_baseline": candidate.diff_baseline,
+                "diff_parent": candidate.diff_parent,
+                "verdict": evaluation.verdict if evaluation else None,
+                "llm_call_id": candidate.llm_call_id,
+            }
+        )
         return data

@@ -135,15 +135,35 @@ def candidate_exists(db: Database, candidate_id: int) -> bool:
 
 def _record(c: CandidateRow, e: EvaluationRow | None, problem: ProblemRow) -> CandidateRecord:
     return CandidateRecord(
-        id=c.id, run_id=c.run_id, kernel=problem.name, problem_id=problem.id, problem_path=problem.path, problem_kind=problem.kind,
-        round=c.round, origin=c.origin, parent_id=c.parent_id, note=c.note,
-        status=e.status if e else ("unparseable" if c.parse_error else "pending"), reason=e.reason if e else (c.parse_error or ""),
-        speedup=e.speedup if e else None, ci_low=e.ci_low if e else None, ci_high=e.ci_high if e else None,
-        baseline_ms=e.baseline_ms if e else None, candidate_ms=e.candidate_ms if e else None, device=e.device if e else "",
-        device_name=e.device_name if e else "", isolation=e.isolation if e else "", backend=e.backend if e else "",
-        interpreted=bool(e.interpreted) if e else False, flags=list(e.flags or []) if e else [], verdict=dict(e.verdict or {}) if e else {},
-        environment=dict(e.environment or {}) if e else {}, evaluated_at=e.created_at if e else None,
-        source=c.source.text if c.source else None, diff_baseline=c.diff_baseline, diff_parent=c.diff_parent,
+        id=c.id,
+        run_id=c.run_id,
+        kernel=problem.name,
+        problem_id=problem.id,
+        problem_path=problem.path,
+        problem_kind=problem.kind,
+        round=c.round,
+        origin=c.origin,
+        parent_id=c.parent_id,
+        note=c.note,
+        status=e.status if e else ("unparseable" if c.parse_error else "pending"),
+        reason=e.reason if e else (c.parse_error or ""),
+        speedup=e.speedup if e else None,
+        ci_low=e.ci_low if e else None,
+        ci_high=e.ci_high if e else None,
+        baseline_ms=e.baseline_ms if e else None,
+        candidate_ms=e.candidate_ms if e else None,
+        device=e.device if e else "",
+        device_name=e.device_name if e else "",
+        isolation=e.isolation if e else "",
+        backend=e.backend if e else "",
+        interpreted=bool(e.interpreted) if e else False,
+        flags=list(e.flags or []) if e else [],
+        verdict=dict(e.verdict or {}) if e else {},
+        environment=dict(e.environment or {}) if e else {},
+        evaluated_at=e.created_at if e else None,
+        source=c.source.text if c.source else None,
+        diff_baseline=c.diff_baseline,
+        diff_parent=c.diff_parent,
     )
 
 
@@ -159,15 +179,28 @@ def run_kernels(db: Database, run_id: int, kernels: list[str] | None = None) -> 
             if kernels and problem.name not in kernels:
                 continue
             rows = session.execute(
-                select(CandidateRow, EvaluationRow).outerjoin(EvaluationRow, EvaluationRow.candidate_id == CandidateRow.id)
-                .where(CandidateRow.run_kernel_id == k.id).order_by(CandidateRow.id)
+                select(CandidateRow, EvaluationRow)
+                .outerjoin(EvaluationRow, EvaluationRow.candidate_id == CandidateRow.id)
+                .where(CandidateRow.run_kernel_id == k.id)
+                .order_by(CandidateRow.id)
             ).all()
-            records.append(KernelRecord(
-                name=problem.name, status=k.status, reason=k.reason, rounds_done=k.rounds_done, baseline_ms=k.baseline_ms, best_ms=k.best_ms,
-                best_speedup=k.best_speedup, best_candidate_id=k.best_candidate_id, problem_path=problem.path, problem_kind=problem.kind,
-                reference_source=_text(session, problem.reference_hash), baseline_source=_text(session, problem.baseline_hash),
-                candidates=[_record(c, e, problem) for c, e in rows],
-            ))
+            records.append(
+                KernelRecord(
+                    name=problem.name,
+                    status=k.status,
+                    reason=k.reason,
+                    rounds_done=k.rounds_done,
+                    baseline_ms=k.baseline_ms,
+                    best_ms=k.best_ms,
+                    best_speedup=k.best_speedup,
+                    best_candidate_id=k.best_candidate_id,
+                    problem_path=problem.path,
+                    problem_kind=problem.kind,
+                    reference_source=_text(session, problem.reference_hash),
+                    baseline_source=_text(session, problem.baseline_hash),
+                    candidates=[_record(c, e, problem) for c, e in rows],
+                )
+            )
     decisions = latest_decisions(db, [c.id for k in records for c in k.candidates])
     for k in records:
         for c in k.candidates:
@@ -209,9 +242,14 @@ def reviewable(kernel: KernelRecord) -> list[CandidateRecord]:
 
 def kernel_names(db: Database, run_id: int) -> list[str]:
     with db.session() as session:
-        return list(session.scalars(
-            select(ProblemRow.name).join(RunKernelRow, RunKernelRow.problem_id == ProblemRow.id).where(RunKernelRow.run_id == run_id).order_by(RunKernelRow.id)
-        ).all())
+        return list(
+            session.scalars(
+                select(ProblemRow.name)
+                .join(RunKernelRow, RunKernelRow.problem_id == ProblemRow.id)
+                .where(RunKernelRow.run_id == run_id)
+                .order_by(RunKernelRow.id)
+            ).all()
+        )
 
 
 def approve_command(candidate_id: int, db: Database | None = None) -> str:
@@ -222,26 +260,42 @@ def approve_command(candidate_id: int, db: Database | None = None) -> str:
     return command
 
 
-def review_summary(candidate_id: int, speedup: float | None, ci: list[float | None] | None, reason: str, db: Database | None = None,
-                   decision: str | None = None) -> dict[str, Any]:
+def review_summary(
+    candidate_id: int,
+    speedup: float | None,
+    ci: list[float | None] | None,
+    reason: str,
+    db: Database | None = None,
+    decision: str | None = None,
+) -> dict[str, Any]:
     """What every result view says about a flagged candidate: its id, speedup and interval, the flag's reason,
     the command that approves it (a flagged candidate ships only after that) and one sentence with all of it."""
     command = approve_command(candidate_id, db)
     low, high = (list(ci) + [None, None])[:2] if ci else (None, None)
     interval = f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""
-    measured = f"candidate {candidate_id} at {speedup:.2f}x{interval}" if speedup is not None else f"candidate {candidate_id}"
+    measured = (
+        f"candidate {candidate_id} at {speedup:.2f}x{interval}" if speedup is not None else f"candidate {candidate_id}"
+    )
     why = f" ({reason})" if reason else ""
     if decision == "approve":
         note = f"{measured} was flagged{why} and is approved: export ships it"
     else:
         note = f"{measured} awaits review{why}; approve it to ship it: {command}"
-    return {"candidate": candidate_id, "speedup": speedup, "speedup_ci": [low, high] if interval else None, "reason": reason,
-            "command": command, "decision": decision, "note": note}
+    return {
+        "candidate": candidate_id,
+        "speedup": speedup,
+        "speedup_ci": [low, high] if interval else None,
+        "reason": reason,
+        "command": command,
+        "decision": decision,
+        "note": note,
+    }
 
 
 def awaiting_review(kernel: KernelRecord) -> CandidateRecord | None:
     """The kernel's best flagged candidate that no one rejected, when it beats every accepted (`faster`, not
     rejected) one: the result a human has to look at."""
+
     def rejected(c: CandidateRecord) -> bool:
         return c.decision is not None and c.decision.decision == "reject"
 
@@ -259,4 +313,6 @@ def kernel_review(kernel: KernelRecord, db: Database | None = None) -> dict[str,
     c = awaiting_review(kernel)
     if c is None:
         return None
-    return review_summary(c.id, c.speedup, [c.ci_low, c.ci_high], c.reason, db, c.decision.decision if c.decision else None)
+    return review_summary(
+        c.id, c.speedup, [c.ci_low, c.ci_high], c.reason, db, c.decision.decision if c.decision else None
+    )

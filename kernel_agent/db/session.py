@@ -141,7 +141,11 @@ def open_database(db: str | None = None, migrate: bool = True) -> Database:
     try:
         engine = create_engine(url, connect_args={"timeout": 30} if path else {}, pool_pre_ping=True)
     except Exception as exc:  # noqa: BLE001 - a bad URL or a missing driver
-        hint = "; install the cluster extra: pip install 'kernel-agent[cluster]'" if isinstance(exc, ImportError) and is_postgresql(url) else ""
+        hint = (
+            "; install the cluster extra: pip install 'kernel-agent[cluster]'"
+            if isinstance(exc, ImportError) and is_postgresql(url)
+            else ""
+        )
         raise DatabaseError(f"cannot use database URL {display_url(url)!r}: {exc}{hint}") from None
     if path is not None:
         _tune_sqlite(engine)
@@ -158,7 +162,9 @@ def _migrate(database: Database) -> Path | None:
     try:
         revision = current_revision(database.engine)
     except Exception as exc:  # noqa: BLE001 - not a database, locked, unreachable
-        raise DatabaseError(f"cannot open the database {database.display_url}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+        raise DatabaseError(
+            f"cannot open the database {database.display_url}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+        ) from None
     if revision == head:
         return None
     _refuse_newer(database, revision, known)

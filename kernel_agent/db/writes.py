@@ -24,7 +24,16 @@ from sqlalchemy.orm import Session
 
 from kernel_agent.core.text import clean
 from kernel_agent.core.verdict import Verdict
-from kernel_agent.db.models import CandidateRow, EvaluationRow, LLMCallRow, ProblemRow, RunKernelRow, RunRow, SourceRow, utcnow
+from kernel_agent.db.models import (
+    CandidateRow,
+    EvaluationRow,
+    LLMCallRow,
+    ProblemRow,
+    RunKernelRow,
+    RunRow,
+    SourceRow,
+    utcnow,
+)
 from kernel_agent.db.session import Database
 from kernel_agent.measure.stats import typical_ms
 from kernel_agent.problem.load import Problem
@@ -44,7 +53,9 @@ def normalized_hash(source: str) -> str:
 
 
 def unified_diff(old: str, new: str, old_name: str, new_name: str) -> str:
-    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), old_name, new_name))
+    return "".join(
+        difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), old_name, new_name)
+    )
 
 
 def insert_if_absent(session: Session, table: Table, values: dict[str, Any], keys: list[str]) -> None:
@@ -77,8 +88,13 @@ def ensure_problem(db: Database, problem: Problem) -> int:
         problem_id = session.scalar(select(ProblemRow.id).where(*where))
         if problem_id is None:
             values = {
-                "name": problem.name, "kind": problem.kind, "path": str(problem.path), "content_hash": content,
-                "reference_hash": put_source(session, reference), "baseline_hash": put_source(session, baseline), "device": problem.device,
+                "name": problem.name,
+                "kind": problem.kind,
+                "path": str(problem.path),
+                "content_hash": content,
+                "reference_hash": put_source(session, reference),
+                "baseline_hash": put_source(session, baseline),
+                "device": problem.device,
                 "created_at": utcnow(),
             }
             insert_if_absent(session, ProblemRow.__table__, values, ["name", "content_hash"])
@@ -101,7 +117,14 @@ def add_run_kernel(db: Database, run_id: int, problem_id: int) -> int:
         existing = session.scalar(select(RunKernelRow.id).where(*where))
         if existing is not None:
             return existing
-        values = {"run_id": run_id, "problem_id": problem_id, "status": "pending", "reason": "", "rounds_done": 0, "duplicates": 0}
+        values = {
+            "run_id": run_id,
+            "problem_id": problem_id,
+            "status": "pending",
+            "reason": "",
+            "rounds_done": 0,
+            "duplicates": 0,
+        }
         insert_if_absent(session, RunKernelRow.__table__, values, ["run_id", "problem_id"])
         row_id = session.scalar(select(RunKernelRow.id).where(*where))
         assert row_id is not None
@@ -142,18 +165,40 @@ def finish_run(db: Database, run_id: int, status: str, note: str = "") -> None:
 
 def find_candidate(db: Database, run_kernel_id: int, source: str) -> CandidateRow | None:
     with db.session() as session:
-        return session.scalar(select(CandidateRow).where(CandidateRow.run_kernel_id == run_kernel_id, CandidateRow.normalized_hash == normalized_hash(source)))
+        return session.scalar(
+            select(CandidateRow).where(
+                CandidateRow.run_kernel_id == run_kernel_id, CandidateRow.normalized_hash == normalized_hash(source)
+            )
+        )
 
 
 def add_candidate(
-    db: Database, *, run_id: int, run_kernel_id: int, problem_id: int, source: str | None, baseline_source: str,
-    parent_id: int | None, parent_source: str | None, origin: str, round: int, note: str = "",
-    parse_error: str | None = None, llm_call_id: int | None = None,
+    db: Database,
+    *,
+    run_id: int,
+    run_kernel_id: int,
+    problem_id: int,
+    source: str | None,
+    baseline_source: str,
+    parent_id: int | None,
+    parent_source: str | None,
+    origin: str,
+    round: int,
+    note: str = "",
+    parse_error: str | None = None,
+    llm_call_id: int | None = None,
 ) -> int:
     with db.write() as session:
         candidate = CandidateRow(
-            run_id=run_id, run_kernel_id=run_kernel_id, problem_id=problem_id, origin=origin, round=round, note=clean(note, 2000),
-            parse_error=None if parse_error is None else clean(parse_error, 2000), llm_call_id=llm_call_id, parent_id=parent_id,
+            run_id=run_id,
+            run_kernel_id=run_kernel_id,
+            problem_id=problem_id,
+            origin=origin,
+            round=round,
+            note=clean(note, 2000),
+            parse_error=None if parse_error is None else clean(parse_error, 2000),
+            llm_call_id=llm_call_id,
+            parent_id=parent_id,
         )
         if source is not None:
             candidate.source_hash = put_source(session, source)
@@ -171,13 +216,24 @@ def add_evaluation(db: Database, candidate_id: int, verdict: Verdict, duration_s
     timing = verdict.timing or {}
     with db.write() as session:
         row = EvaluationRow(
-            candidate_id=candidate_id, status=verdict.status, reason=verdict.reason, correct=verdict.correct,
-            speedup=verdict.speedup, ci_low=verdict.speedup_ci[0] if verdict.speedup_ci else None,
+            candidate_id=candidate_id,
+            status=verdict.status,
+            reason=verdict.reason,
+            correct=verdict.correct,
+            speedup=verdict.speedup,
+            ci_low=verdict.speedup_ci[0] if verdict.speedup_ci else None,
             ci_high=verdict.speedup_ci[1] if verdict.speedup_ci else None,
-            baseline_ms=typical_ms(timing, "baseline"), candidate_ms=typical_ms(timing, "candidate"),
-            device=verdict.device, device_name=verdict.environment.get("device_name", ""), isolation=verdict.isolation,
-            backend=verdict.backend, interpreted=verdict.interpreted, flags=list(data["flags"]), verdict=data,
-            environment=dict(verdict.environment), duration_s=duration_s,
+            baseline_ms=typical_ms(timing, "baseline"),
+            candidate_ms=typical_ms(timing, "candidate"),
+            device=verdict.device,
+            device_name=verdict.environment.get("device_name", ""),
+            isolation=verdict.isolation,
+            backend=verdict.backend,
+            interpreted=verdict.interpreted,
+            flags=list(data["flags"]),
+            verdict=data,
+            environment=dict(verdict.environment),
+            duration_s=duration_s,
         )
         session.add(row)
         session.flush()
@@ -188,11 +244,21 @@ def add_llm_call(db: Database, call: LLMCall, run_id: int | None, run_kernel_id:
     data = asdict(call)
     with db.write() as session:
         row = LLMCallRow(
-            run_id=run_id, run_kernel_id=run_kernel_id, round=round, prompt_hash=call.prompt_hash, model=call.model,
-            base_url=call.base_url, request=data["request"], responses=list(call.response_texts), prompt_tokens=call.prompt_tokens,
-            completion_tokens=call.completion_tokens, latency_s=call.latency_s, cost_usd=call.cost_usd,
+            run_id=run_id,
+            run_kernel_id=run_kernel_id,
+            round=round,
+            prompt_hash=call.prompt_hash,
+            model=call.model,
+            base_url=call.base_url,
+            request=data["request"],
+            responses=list(call.response_texts),
+            prompt_tokens=call.prompt_tokens,
+            completion_tokens=call.completion_tokens,
+            latency_s=call.latency_s,
+            cost_usd=call.cost_usd,
             error=None if call.error is None else clean(call.error, 2000),
-            cached=call.cached, attempts=call.attempts,
+            cached=call.cached,
+            attempts=call.attempts,
         )
         session.add(row)
         session.flush()
@@ -203,16 +269,28 @@ def cached_call(db: Database, prompt_hash: str) -> LLMCall | None:
     """The most recent successful response to exactly this prompt (the response cache)."""
     with db.session() as session:
         row = session.scalar(
-            select(LLMCallRow).where(LLMCallRow.prompt_hash == prompt_hash, LLMCallRow.error.is_(None)).order_by(LLMCallRow.id.desc()).limit(1)
+            select(LLMCallRow)
+            .where(LLMCallRow.prompt_hash == prompt_hash, LLMCallRow.error.is_(None))
+            .order_by(LLMCallRow.id.desc())
+            .limit(1)
         )
         return None if row is None or not row.responses else row_to_call(row)
 
 
 def row_to_call(row: LLMCallRow) -> LLMCall:
     return LLMCall(
-        prompt_hash=row.prompt_hash, model=row.model, base_url=row.base_url, request=dict(row.request), response_texts=list(row.responses),
-        prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens, latency_s=row.latency_s, cost_usd=row.cost_usd,
-        error=row.error, cached=row.cached, attempts=row.attempts,
+        prompt_hash=row.prompt_hash,
+        model=row.model,
+        base_url=row.base_url,
+        request=dict(row.request),
+        response_texts=list(row.responses),
+        prompt_tokens=row.prompt_tokens,
+        completion_tokens=row.completion_tokens,
+        latency_s=row.latency_s,
+        cost_usd=row.cost_usd,
+        error=row.error,
+        cached=row.cached,
+        attempts=row.attempts,
     )
 
 
@@ -221,7 +299,9 @@ def recorded_calls(db: Database, run_id: int, problem_name: str | None = None) -
     with db.session() as session:
         query = select(LLMCallRow).where(LLMCallRow.run_id == run_id, LLMCallRow.error.is_(None))
         if problem_name is not None:
-            query = query.join(RunKernelRow, RunKernelRow.id == LLMCallRow.run_kernel_id).join(ProblemRow, ProblemRow.id == RunKernelRow.problem_id)
+            query = query.join(RunKernelRow, RunKernelRow.id == LLMCallRow.run_kernel_id).join(
+                ProblemRow, ProblemRow.id == RunKernelRow.problem_id
+            )
             query = query.where(ProblemRow.name == problem_name)
         return [row_to_call(r) for r in session.scalars(query.order_by(LLMCallRow.id)).all()]
 
@@ -245,4 +325,9 @@ def store_ceilings(db: Database, fingerprint: str, data: dict[str, Any], replace
             if row is not None:
                 row.data, row.measured_at = data, utcnow()
                 return
-        insert_if_absent(session, DeviceCeilingRow.__table__, {"fingerprint": fingerprint, "data": data, "measured_at": utcnow()}, ["fingerprint"])
+        insert_if_absent(
+            session,
+            DeviceCeilingRow.__table__,
+            {"fingerprint": fingerprint, "data": data, "measured_at": utcnow()},
+            ["fingerprint"],
+        )

@@ -233,16 +233,23 @@ def _measure(job: TimingJob) -> tuple[dict[str, Any], list[str]]:
                         if role == "candidate":
                             for j in range(k):
                                 if (round_index, i * k + j) in picks[c]:
-                                    fetched.append((sets[j], sides[role].read(timed.outputs[j], job.output_bytes[job.configs[c]])))
+                                    fetched.append(
+                                        (sets[j], sides[role].read(timed.outputs[j], job.output_bytes[job.configs[c]]))
+                                    )
                     if sum(claims(timed, job.device)) > timed.trusted_ms + CLAIM_SLACK_MS:
-                        raise TimingFailure("rejected", f"{role} claimed {sum(claims(timed, job.device)):.2f} ms for calls that took {timed.trusted_ms:.2f} ms (forged timer)")
+                        raise TimingFailure(
+                            "rejected",
+                            f"{role} claimed {sum(claims(timed, job.device)):.2f} ms for calls that took {timed.trusted_ms:.2f} ms (forged timer)",
+                        )
                     blocks[role].append(timed)
             for role, block in blocks.items():
                 samples[role].calls[c].append(block)
             _check_audits(job, fetched, job.configs[c][1], audited, plan.set_bytes > LARGE_SET_BYTES)
             audited += len(fetched)
         del round_sets
-    inputs = ["drawn per round, the same for both sides" if plan.shared else "drawn per call, for each side" for plan in plans]
+    inputs = [
+        "drawn per round, the same for both sides" if plan.shared else "drawn per call, for each side" for plan in plans
+    ]
     return _summarize(job, samples, shapes, audited, inputs)
 
 
@@ -263,7 +270,10 @@ def _check_audits(job: TimingJob, fetched: list[tuple[list, list]], dtype: str, 
             result = compare(outputs, gold, base, job.tolerance(dtype))
         if not result.passed:
             assert result.mismatch is not None
-            raise TimingFailure("incorrect", f"audited timed call {before + number + 1} returned a wrong result: {result.mismatch.line()}")
+            raise TimingFailure(
+                "incorrect",
+                f"audited timed call {before + number + 1} returned a wrong result: {result.mismatch.line()}",
+            )
 
 
 def claims(timed: Timed, device: str) -> list[float]:
@@ -334,10 +344,15 @@ def _work_rules(job: TimingJob, samples: dict[str, Samples]) -> None:
     if cand is None or base is None:
         cand, base, what = job.candidate.accounting.max_threads, job.baseline.accounting.max_threads, "while frozen"
     if cand > base + job.threads + THREAD_SLACK:
-        raise TimingFailure("rejected", f"the candidate's sandbox ran {cand} threads {what} where the baseline's ran {base} (thread budget {job.threads})")
+        raise TimingFailure(
+            "rejected",
+            f"the candidate's sandbox ran {cand} threads {what} where the baseline's ran {base} (thread budget {job.threads})",
+        )
 
 
-def _summarize(job: TimingJob, samples: dict[str, Samples], shapes: list[Shape], audited: int, inputs: list[str]) -> tuple[dict[str, Any], list[str]]:
+def _summarize(
+    job: TimingJob, samples: dict[str, Samples], shapes: list[Shape], audited: int, inputs: list[str]
+) -> tuple[dict[str, Any], list[str]]:
     _work_rules(job, samples)
     flags: list[str] = []
     per_side: dict[str, list[list[list[float]]]] = {"baseline": [], "candidate": []}
@@ -349,7 +364,9 @@ def _summarize(job: TimingJob, samples: dict[str, Samples], shapes: list[Shape],
         bound = overhead_bound(samples["baseline"], c, job.device)
         bounds.append(bound)
         for role in per_side:
-            per_side[role].append([[r for t in block for r in records_ms(t, bound, job.device)] for block in samples[role].calls[c]])
+            per_side[role].append(
+                [[r for t in block for r in records_ms(t, bound, job.device)] for block in samples[role].calls[c]]
+            )
     if job.device == "cuda":
         flags += _cross_check(samples, len(job.configs))
     estimate = speedup_interval(per_side["baseline"], per_side["candidate"])
@@ -363,12 +380,15 @@ def _summarize(job: TimingJob, samples: dict[str, Samples], shapes: list[Shape],
         "rounds": estimate.rounds,
         "calls_per_block": [shape.per_block for shape in shapes],
         "calls_per_request": [shape.calls for shape in shapes],
-        "per_shape": [{"shape": list(shape), "dtype": dtype, **ps} for (shape, dtype), ps in zip(job.configs, estimate.per_shape)],
+        "per_shape": [
+            {"shape": list(shape), "dtype": dtype, **ps} for (shape, dtype), ps in zip(job.configs, estimate.per_shape)
+        ],
         "audited_calls": audited,
         "overhead_bound_ms": bounds,
         "fresh_inputs_every_call": True,
         "timed_inputs": inputs,
-        "clock": ("cuda events" if job.device == "cuda" else "worker perf_counter_ns") + ", bounded below by the orchestrator's clock per call less the baseline's overhead",
+        "clock": ("cuda events" if job.device == "cuda" else "worker perf_counter_ns")
+        + ", bounded below by the orchestrator's clock per call less the baseline's overhead",
         "threads": job.threads,
         "accounting": {"baseline": job.baseline.accounting.to_json(), "candidate": job.candidate.accounting.to_json()},
     }
@@ -377,6 +397,7 @@ def _summarize(job: TimingJob, samples: dict[str, Samples], shapes: list[Shape],
 
 def _cross_check(samples: dict[str, Samples], configs: int) -> list[str]:
     """On a GPU: the worker's host clock around each call against its device events, with the baseline's gap as the norm."""
+
     def gaps(role: str) -> tuple[list[float], list[float]]:
         host_gap, device = [], []
         for c in range(configs):
@@ -390,5 +411,7 @@ def _cross_check(samples: dict[str, Samples], configs: int) -> list[str]:
     base_gap, _ = gaps("baseline")
     extra, cand_ms = float(np.median(cand_gap)) - float(np.median(base_gap)), float(np.median(cand_device))
     if extra > max(0.1 * cand_ms, 0.05):
-        return [f"host clock exceeds device events by {extra:.3f} ms per call more than the baseline's (side-stream or background work?)"]
+        return [
+            f"host clock exceeds device events by {extra:.3f} ms per call more than the baseline's (side-stream or background work?)"
+        ]
     return []

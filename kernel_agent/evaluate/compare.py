@@ -64,7 +64,14 @@ def _first_index(mask: torch.Tensor) -> list[int]:
     return list(reversed(index))
 
 
-def compare(outputs: Any, gold: tuple[torch.Tensor, ...], base: tuple[torch.Tensor, ...], tol: Tolerance, exhaustive: bool = True, precision: bool = True) -> Comparison:
+def compare(
+    outputs: Any,
+    gold: tuple[torch.Tensor, ...],
+    base: tuple[torch.Tensor, ...],
+    tol: Tolerance,
+    exhaustive: bool = True,
+    precision: bool = True,
+) -> Comparison:
     """Check every element of every output; the first failure is reported precisely.
 
     Without `exhaustive` an elementwise failure ends the comparison at the chunk that shows it
@@ -79,7 +86,14 @@ def compare(outputs: Any, gold: tuple[torch.Tensor, ...], base: tuple[torch.Tens
     worst = Comparison(True)
     for i, (out, g, b) in enumerate(zip(outs, gold, base)):
         result = _compare_one(i, out, g, b, tol, exhaustive, precision)
-        worst.details.append({"output": i, "max_abs_error": result.max_abs_error, "rel_norm_error": result.rel_norm_error, "base_max_abs_error": result.base_max_abs_error})
+        worst.details.append(
+            {
+                "output": i,
+                "max_abs_error": result.max_abs_error,
+                "rel_norm_error": result.rel_norm_error,
+                "base_max_abs_error": result.base_max_abs_error,
+            }
+        )
         worst.max_abs_error = max(worst.max_abs_error, result.max_abs_error)
         worst.rel_norm_error = max(worst.rel_norm_error, result.rel_norm_error)
         worst.base_max_abs_error = max(worst.base_max_abs_error, result.base_max_abs_error)
@@ -90,7 +104,15 @@ def compare(outputs: Any, gold: tuple[torch.Tensor, ...], base: tuple[torch.Tens
     return worst
 
 
-def _compare_one(i: int, out: torch.Tensor, gold: torch.Tensor, base: torch.Tensor, tol: Tolerance, exhaustive: bool = True, precision: bool = True) -> Comparison:
+def _compare_one(
+    i: int,
+    out: torch.Tensor,
+    gold: torch.Tensor,
+    base: torch.Tensor,
+    tol: Tolerance,
+    exhaustive: bool = True,
+    precision: bool = True,
+) -> Comparison:
     if tuple(out.shape) != tuple(gold.shape):
         return Comparison(False, Mismatch("shape", i, f"shape {list(out.shape)}, expected {list(gold.shape)}"))
     if out.dtype != base.dtype:
@@ -103,11 +125,18 @@ def _compare_one(i: int, out: torch.Tensor, gold: torch.Tensor, base: torch.Tens
             return Comparison(True)
         bad = out != gold.to(out.dtype)
         idx = _first_index(bad)
-        return Comparison(False, Mismatch("exact", i, f"integer output differs at {idx}", idx, float(out[tuple(idx)]), float(gold[tuple(idx)])))
+        return Comparison(
+            False,
+            Mismatch(
+                "exact", i, f"integer output differs at {idx}", idx, float(out[tuple(idx)]), float(gold[tuple(idx)])
+            ),
+        )
     stats = _Stats()
     o_all, g_all, b_all = out.reshape(-1), gold.reshape(-1), base.reshape(-1)
     for lo in range(0, o_all.numel(), CHUNK_ELEMENTS):  # float64 temporaries of one chunk, never of the whole output
-        failure = stats.add(o_all[lo : lo + CHUNK_ELEMENTS], g_all[lo : lo + CHUNK_ELEMENTS], b_all[lo : lo + CHUNK_ELEMENTS], lo, tol)
+        failure = stats.add(
+            o_all[lo : lo + CHUNK_ELEMENTS], g_all[lo : lo + CHUNK_ELEMENTS], b_all[lo : lo + CHUNK_ELEMENTS], lo, tol
+        )
         if failure is not None:
             return Comparison(False, _located(failure, i, out.shape))
         if stats.over_count and not exhaustive:
@@ -133,18 +162,23 @@ def _compare_one(i: int, out: torch.Tensor, gold: torch.Tensor, base: torch.Tens
     if precision and (max_err > 2 * base_max + max_slack or mean_err > 1.5 * base_mean + mean_slack):
         result.passed = False
         result.mismatch = Mismatch(
-            "precision", i,
+            "precision",
+            i,
             f"error {max_err:.3g} (mean {mean_err:.3g}) is well above the same-dtype reference's {base_max:.3g} (mean {base_mean:.3g}): lower internal precision?",
             max_abs_error=max_err,
         )
         return result
     if rel_norm > tol.norm:
         result.passed = False
-        result.mismatch = Mismatch("norm", i, f"relative norm error {rel_norm:.3g} exceeds {tol.norm:g}", max_abs_error=max_err)
+        result.mismatch = Mismatch(
+            "norm", i, f"relative norm error {rel_norm:.3g} exceeds {tol.norm:g}", max_abs_error=max_err
+        )
     return result
 
 
-CHUNK_ELEMENTS = 1 << 21  # float64 temporaries of 16 MB: under glibc's mmap threshold, so they are reused, not faulted in
+CHUNK_ELEMENTS = (
+    1 << 21
+)  # float64 temporaries of 16 MB: under glibc's mmap threshold, so they are reused, not faulted in
 
 
 def _unravel(flat: int, shape: torch.Size) -> list[int]:
@@ -155,7 +189,9 @@ def _unravel(flat: int, shape: torch.Size) -> list[int]:
     return list(reversed(index))
 
 
-def _located(failure: tuple[str, str, int | None, float | None, float | None], output: int, shape: torch.Size) -> Mismatch:
+def _located(
+    failure: tuple[str, str, int | None, float | None, float | None], output: int, shape: torch.Size
+) -> Mismatch:
     check, message, flat, got, expected = failure
     idx = _unravel(flat, shape) if flat is not None else None
     return Mismatch(check, output, message.format(idx=idx), idx, got, expected)
@@ -172,7 +208,9 @@ class _Stats:
         self.over_first: tuple[int, float, float] | None = None
         self.nonfinite = 0
 
-    def add(self, out: torch.Tensor, gold: torch.Tensor, base: torch.Tensor, offset: int, tol: Tolerance) -> tuple | None:
+    def add(
+        self, out: torch.Tensor, gold: torch.Tensor, base: torch.Tensor, offset: int, tol: Tolerance
+    ) -> tuple | None:
         g = gold.double()
         o = out.to(torch.float64, copy=True)
         # A finite sum means every element is finite (one pass instead of a mask); else look closer.
@@ -181,7 +219,13 @@ class _Stats:
             bad_nonfinite = ~torch.isfinite(o) & finite_gold
             if bool(bad_nonfinite.any()):
                 first = int(torch.nonzero(bad_nonfinite)[0].item())
-                return ("nan", f"NaN/Inf at {{idx}} where the reference is finite ({int(bad_nonfinite.sum())} element(s) in this chunk)", offset + first, float(out[first]), float(g[first]))
+                return (
+                    "nan",
+                    f"NaN/Inf at {{idx}} where the reference is finite ({int(bad_nonfinite.sum())} element(s) in this chunk)",
+                    offset + first,
+                    float(out[first]),
+                    float(g[first]),
+                )
             keep = ~finite_gold
             same = (o[keep] == g[keep]) | (torch.isnan(o[keep]) & torch.isnan(g[keep]))
             if not bool(same.all()):
@@ -210,14 +254,21 @@ class _Stats:
         return None
 
 
-def canary_outputs(gold: tuple[torch.Tensor, ...], base: tuple[torch.Tensor, ...], inputs: list[torch.Tensor]) -> Iterator[tuple[str, tuple[torch.Tensor, ...]]]:
+def canary_outputs(
+    gold: tuple[torch.Tensor, ...], base: tuple[torch.Tensor, ...], inputs: list[torch.Tensor]
+) -> Iterator[tuple[str, tuple[torch.Tensor, ...]]]:
     """Cheater outputs every problem must reject: zeros, ones, the mean, passthrough, random.
     One at a time, so a large output is never held six times over."""
     generator = torch.Generator().manual_seed(1234)
     yield "zeros", tuple(torch.zeros_like(b) for b in base)
     yield "ones", tuple(torch.ones_like(b) for b in base)
     if all(b.numel() > 1 for b in base):  # the mean of a single value is the answer itself
-        yield "mean", tuple(torch.full_like(b, float(b.double().mean())) if b.is_floating_point() else b.clone() * 0 for b in base)
+        yield (
+            "mean",
+            tuple(
+                torch.full_like(b, float(b.double().mean())) if b.is_floating_point() else b.clone() * 0 for b in base
+            ),
+        )
     yield "random", tuple(torch.randn(b.shape, generator=generator).to(b.dtype) for b in base)
     if all(b.is_floating_point() for b in base):
         yield "uninitialized", tuple(torch.full_like(b, 3.0e38 if b.dtype == torch.float32 else 6.0e4) for b in base)

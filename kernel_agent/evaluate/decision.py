@@ -33,7 +33,13 @@ def floor_flags(rows: list[dict[str, Any]]) -> list[str]:
     return flags
 
 
-def decide(estimate: dict[str, Any], flags: list[str], min_gain: float, sanity_speedup: float, roofline_rows: list[dict[str, Any]]) -> Decision:
+def decide(
+    estimate: dict[str, Any],
+    flags: list[str],
+    min_gain: float,
+    sanity_speedup: float,
+    roofline_rows: list[dict[str, Any]],
+) -> Decision:
     """faster, correct or flagged, from one A/B estimate.
 
     Flagged: anything a human must look at (the timing's own flags, a speedup above the sanity

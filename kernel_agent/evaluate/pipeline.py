@@ -51,8 +51,12 @@ class EvalOptions(EvalConfig):
     build_store: Path | None = None
     limits: Limits = field(default_factory=Limits)
     audit_fraction: float = 0.2
-    ceilings: Any = field(default=None, repr=False)  # measure.profile.Ceilings of this device: the roofline floor enters the decision
-    profile: str = "never"  # "faster" (verdicts faster or flagged) or "always": torch.profiler inside the sandbox after timing
+    ceilings: Any = field(
+        default=None, repr=False
+    )  # measure.profile.Ceilings of this device: the roofline floor enters the decision
+    profile: str = (
+        "never"  # "faster" (verdicts faster or flagged) or "always": torch.profiler inside the sandbox after timing
+    )
     profile_calls: int = 3
     gate: DeviceGate | NoGate = field(default_factory=NoGate, repr=False)  # shared by parallel evaluations
 
@@ -145,8 +149,17 @@ class Evaluation:
         with gate.shared(self.device):  # compiles and checks may overlap other evaluations'
             prepared, maker, plan, candidate_path = self._prepare()
             spec = self._spec("candidate", candidate_path, self.problem.entry_point, prepared, maker)
-            self.segment = InputSegment()  # one sealed input segment for both workers: each is frozen while the other runs
-            candidate = WorkerSession(spec, self.workdir, self.isolation, self.options.limits, time.monotonic() + self.options.timeout, self.segment)
+            self.segment = (
+                InputSegment()
+            )  # one sealed input segment for both workers: each is frozen while the other runs
+            candidate = WorkerSession(
+                spec,
+                self.workdir,
+                self.isolation,
+                self.options.limits,
+                time.monotonic() + self.options.timeout,
+                self.segment,
+            )
         try:
             with gate.shared(self.device):
                 started = time.perf_counter()
@@ -165,7 +178,9 @@ class Evaluation:
             verdict.correct = True
             if prepared.interpreted:
                 verdict.status = "correct"
-                verdict.reason = "verified under the Triton interpreter (CPU); timing needs a GPU, so no speedup is reported"
+                verdict.reason = (
+                    "verified under the Triton interpreter (CPU); timing needs a GPU, so no speedup is reported"
+                )
                 return
             waiting = time.monotonic()
             with gate.exclusive(self.device):  # nothing else runs on this device while it is timed
@@ -173,7 +188,9 @@ class Evaluation:
                 started = time.perf_counter()
                 self._time(candidate, maker, plan)
                 self._phase("timing", started)
-                if self.options.profile == "always" or (self.options.profile == "faster" and verdict.status in ("faster", "flagged")):
+                if self.options.profile == "always" or (
+                    self.options.profile == "faster" and verdict.status in ("faster", "flagged")
+                ):
                     started = time.perf_counter()
                     self._profile(candidate, maker)
                     self._phase("profile", started)
@@ -211,7 +228,9 @@ class Evaluation:
         if not defines(tree, problem.entry_point):
             raise EvaluationError("compile_error", f"the candidate defines no `{problem.entry_point}`")
         if backend_name == "cuda" and self.device != "cuda":
-            raise EvaluationError("rejected", "a CUDA (load_inline) candidate needs a CUDA device; none is available here")
+            raise EvaluationError(
+                "rejected", "a CUDA (load_inline) candidate needs a CUDA device; none is available here"
+            )
         candidate_path = self.workdir / "cand.py"  # as long as base.py (see sandbox.session.ROLE_TAGS)
         write_trusted(candidate_path, self.source.encode())
         try:
@@ -238,7 +257,13 @@ class Evaluation:
                 if elements <= INTERPRETER_MAX_ELEMENTS:
                     kept.append(case)
                 else:
-                    self.verdict.checks.append({"case": case.label(), "passed": None, "note": "skipped under the interpreter (too large); checked on a GPU"})
+                    self.verdict.checks.append(
+                        {
+                            "case": case.label(),
+                            "passed": None,
+                            "note": "skipped under the interpreter (too large); checked on a GPU",
+                        }
+                    )
             plan = kept
         if not plan:
             raise EvaluationError("rejected", "no check shape is small enough to verify here")
@@ -259,7 +284,18 @@ class Evaluation:
         # Neither side reads the problem's folder: the baseline's source is copied into the work dir
         # (a private folder, mode 0700, would hide the work dir below it from the sandbox uid).
         masked = (self._problem_dir(), self.options.sandbox_root.resolve())
-        return WorkerSpec(role, source, entry, self.device, self.options.threads, env, prepared.extra_ro, masked, state, self._prefault_bytes())
+        return WorkerSpec(
+            role,
+            source,
+            entry,
+            self.device,
+            self.options.threads,
+            env,
+            prepared.extra_ro,
+            masked,
+            state,
+            self._prefault_bytes(),
+        )
 
     def _prefault_bytes(self) -> int:
         """Heap each worker backs at start, the same for both sides: a few calls' working sets, 256 MB to 1 GB."""
@@ -280,7 +316,9 @@ class Evaluation:
     def _problem_dir(self) -> Path:
         return self.problem.path if self.problem.path.is_dir() else self.problem.path.parent
 
-    def _check_call(self, side: WorkerSession, inputs: list[torch.Tensor], repeat: int, out_bytes: int, label: str) -> list[torch.Tensor]:
+    def _check_call(
+        self, side: WorkerSession, inputs: list[torch.Tensor], repeat: int, out_bytes: int, label: str
+    ) -> list[torch.Tensor]:
         """One check call: its outputs, read from the frozen worker, after the trusted side's own
         bitwise check that the kernel left every input as it was given."""
         reply = side.request(check_request(side, inputs, repeat, out_bytes), "check")
@@ -290,7 +328,10 @@ class Evaluation:
             raise EvaluationError("incorrect", f"outputs on {devices}, expected {self.device}")
         changed = side.unchanged(side.output_refs(reply, "inputs"), inputs)
         if changed:
-            raise EvaluationError("incorrect", f"{label}: input {changed[0]} was modified by the kernel (found by the trusted side's bitwise comparison)")
+            raise EvaluationError(
+                "incorrect",
+                f"{label}: input {changed[0]} was modified by the kernel (found by the trusted side's bitwise comparison)",
+            )
         return side.read(refs, out_bytes)
 
     def _verify(self, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]) -> None:
@@ -320,8 +361,14 @@ class Evaluation:
                 result = compare(runs[0], gold, base, self._tolerance(case.dtype))
             else:  # as a large timed call's audit: the same-dtype reference at twice the tolerances
                 tol = self._tolerance(case.dtype)
-                result = compare(runs[0], base, base, Tolerance(2 * tol.rtol, 2 * tol.atol, 2 * tol.norm), precision=False)
-            errors = {"max_abs_error": result.max_abs_error, "rel_norm_error": result.rel_norm_error, "base_max_abs_error": result.base_max_abs_error}
+                result = compare(
+                    runs[0], base, base, Tolerance(2 * tol.rtol, 2 * tol.atol, 2 * tol.norm), precision=False
+                )
+            errors = {
+                "max_abs_error": result.max_abs_error,
+                "rel_norm_error": result.rel_norm_error,
+                "base_max_abs_error": result.base_max_abs_error,
+            }
             if not use_gold:
                 errors["reference"] = "same-dtype (a float64 gold would not fit the memory budget)"
             self.verdict.checks.append({"case": case.label(), "passed": result.passed, **errors})
@@ -329,13 +376,22 @@ class Evaluation:
                 assert result.mismatch is not None
                 raise EvaluationError("incorrect", f"{case.label()}: {result.mismatch.line()}")
             if len(runs) == 2 and not all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(runs[0], runs[1])):
-                raise EvaluationError("incorrect", f"{case.label()}: two runs on the same input gave different bits (nondeterministic or reads uninitialised memory)")
+                raise EvaluationError(
+                    "incorrect",
+                    f"{case.label()}: two runs on the same input gave different bits (nondeterministic or reads uninitialised memory)",
+                )
 
     def _time(self, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]) -> None:
         problem, options = self.problem, self.options
         baseline_path = self.workdir / "base.py"
         write_trusted(baseline_path, problem.baseline_source.encode())
-        baseline_spec = self._spec("baseline", baseline_path, "Model" if problem.kind == "kernelbench" else "kernel", self._baseline_prepared(), maker)
+        baseline_spec = self._spec(
+            "baseline",
+            baseline_path,
+            "Model" if problem.kind == "kernelbench" else "kernel",
+            self._baseline_prepared(),
+            maker,
+        )
         deadline = time.monotonic() + options.timeout
         baseline = WorkerSession(baseline_spec, self.workdir, self.isolation, options.limits, deadline, self.segment)
         try:
@@ -343,7 +399,9 @@ class Evaluation:
         finally:
             self.accounts["baseline"] = baseline.accounting.to_json()  # after close: its peak memory is read there
 
-    def _time_against(self, baseline: WorkerSession, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]) -> None:
+    def _time_against(
+        self, baseline: WorkerSession, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]
+    ) -> None:
         problem, options, verdict = self.problem, self.options, self.verdict
         with baseline:
             try:
@@ -354,11 +412,23 @@ class Evaluation:
             configs = [(tuple(shape), dtype) for dtype in problem.dtypes for shape in problem.shapes]
             missing = [c for c in configs if c not in self.output_bytes]
             if missing:
-                raise EvaluationError("rejected", f"no checked case for shape {list(missing[0][0])} {missing[0][1]}: cannot audit its timed outputs")
+                raise EvaluationError(
+                    "rejected",
+                    f"no checked case for shape {list(missing[0][0])} {missing[0][1]}: cannot audit its timed outputs",
+                )
             job = TimingJob(
-                configs=configs, maker=maker, candidate=candidate, baseline=baseline, device=self.device, threads=options.threads,
-                rounds=options.timing_rounds, target_block_ms=options.target_block_ms, audit_fraction=options.audit_fraction,
-                timeout=options.timeout, tolerance=self._tolerance, output_bytes=self.output_bytes,
+                configs=configs,
+                maker=maker,
+                candidate=candidate,
+                baseline=baseline,
+                device=self.device,
+                threads=options.threads,
+                rounds=options.timing_rounds,
+                target_block_ms=options.target_block_ms,
+                audit_fraction=options.audit_fraction,
+                timeout=options.timeout,
+                tolerance=self._tolerance,
+                output_bytes=self.output_bytes,
             )
             estimate, raised = measure_speedup(job)
         verdict.timing = estimate
@@ -389,15 +459,24 @@ class Evaluation:
         shape, dtype = self.problem.shapes[0], self.problem.dtypes[0]
         inputs = maker.inputs(shape, dtype, "normal", fresh_seed())
         try:
-            reply = candidate.request({"cmd": "profile", "calls": self.options.profile_calls, **candidate.place(inputs)}, "profile")
+            reply = candidate.request(
+                {"cmd": "profile", "calls": self.options.profile_calls, **candidate.place(inputs)}, "profile"
+            )
         except WorkerFailure as exc:
             self.verdict.profile = {"error": f"profile unavailable: {exc.reason}"[:300]}
             return
         breakdown = sanitize(reply.get("breakdown"), self.device) if reply.get("ok") else None
         if breakdown is None:
-            self.verdict.profile = {"error": f"profile unavailable: {str(reply.get('reason') or 'malformed breakdown')[:250]}"}
+            self.verdict.profile = {
+                "error": f"profile unavailable: {str(reply.get('reason') or 'malformed breakdown')[:250]}"
+            }
             return
-        self.verdict.profile = {"shape": list(shape), "dtype": dtype, **breakdown, "reported_by": "the candidate's sandboxed process"}
+        self.verdict.profile = {
+            "shape": list(shape),
+            "dtype": dtype,
+            **breakdown,
+            "reported_by": "the candidate's sandboxed process",
+        }
 
     def _replay_checks(self, baseline: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]) -> None:
         """Give the baseline's process the same history as the candidate's (the same check calls,
@@ -412,14 +491,22 @@ class Evaluation:
         """Builds run under the evaluation's limits and never past its timeout."""
         store = self.options.build_store or default_build_store()
         return BuildContext(
-            store=store, isolation=self.isolation, sandbox_root=self.options.sandbox_root.resolve(),
-            deadline=deadline or self.started + self.options.timeout, limits=self.options.limits,
+            store=store,
+            isolation=self.isolation,
+            sandbox_root=self.options.sandbox_root.resolve(),
+            deadline=deadline or self.started + self.options.timeout,
+            limits=self.options.limits,
         )
 
     def _baseline_prepared(self) -> Prepared:
         baseline_backend = detect_backend(self.problem.baseline_source)
         try:
-            return get_backend(baseline_backend).prepare(self.problem.baseline_source, self.device, self.workdir / "base", self._build_context(time.monotonic() + self.options.timeout))
+            return get_backend(baseline_backend).prepare(
+                self.problem.baseline_source,
+                self.device,
+                self.workdir / "base",
+                self._build_context(time.monotonic() + self.options.timeout),
+            )
         except BuildFailed as exc:
             raise EvaluationError("runtime_error", f"the baseline failed to build: {exc}") from None
 
@@ -432,7 +519,12 @@ def default_build_store() -> Path:
 
 def check_request(side: WorkerSession, inputs: list[torch.Tensor], repeat: int, out_bytes: int) -> dict:
     """A check call's request: its inputs placed, allocator memory poisoned first (NaN, then another sentinel)."""
-    return {"cmd": "check", "poison_bytes": out_bytes, "poison_value": float("nan") if repeat == 0 else -7.0e37, **side.place(inputs)}
+    return {
+        "cmd": "check",
+        "poison_bytes": out_bytes,
+        "poison_value": float("nan") if repeat == 0 else -7.0e37,
+        **side.place(inputs),
+    }
 
 
 def evaluate(problem: Problem, source: str, options: EvalOptions | None = None) -> Verdict:

@@ -39,10 +39,14 @@ Notify = Callable[[str], None]
 
 def _awaiting(c: rq.CandidateRecord, db: Database | None) -> str:
     """One sentence about a candidate that ships only after an approve: its speedup, interval, reason and the command."""
-    return rq.review_summary(c.id, c.speedup, [c.ci_low, c.ci_high], c.reason if c.status == "flagged" else "", db)["note"]
+    return rq.review_summary(c.id, c.speedup, [c.ci_low, c.ci_high], c.reason if c.status == "flagged" else "", db)[
+        "note"
+    ]
 
 
-def choose_winner(kernel: rq.KernelRecord, approved_only: bool, db: Database | None = None) -> tuple[rq.CandidateRecord | None, str]:
+def choose_winner(
+    kernel: rq.KernelRecord, approved_only: bool, db: Database | None = None
+) -> tuple[rq.CandidateRecord | None, str]:
     """The best shippable candidate of a kernel, or None with the reason there is none (naming the candidate that
     waits for review and the exact `review approve` command, when one does)."""
     eligible = [c for c in rq.reviewable(kernel) if may_ship(c, approved_only)]
@@ -50,16 +54,25 @@ def choose_winner(kernel: rq.KernelRecord, approved_only: bool, db: Database | N
         return eligible[0], ""
     interpreted = [c for c in kernel.candidates if c.interpreted and c.status in ("correct", "faster", "flagged")]
     if kernel.status == "needs_gpu" or (interpreted and not rq.reviewable(kernel)):
-        return None, "verified only under the Triton interpreter: no speedup was measured (timing needs a GPU), so it is not exported"
+        return (
+            None,
+            "verified only under the Triton interpreter: no speedup was measured (timing needs a GPU), so it is not exported",
+        )
     candidates = rq.reviewable(kernel)
     if not candidates:
-        return None, f"no accepted candidate in this run ({kernel.status}{': ' + kernel.reason if kernel.reason else ''})"
+        return (
+            None,
+            f"no accepted candidate in this run ({kernel.status}{': ' + kernel.reason if kernel.reason else ''})",
+        )
     rejected = [c.id for c in candidates if c.decision and c.decision.decision == "reject"]
     waiting = [c for c in candidates if c.id not in rejected]
     if approved_only:
         if waiting:
             return None, f"no approved candidate (--approved-only): {_awaiting(waiting[0], db)}"
-        return None, f"no approved candidate (--approved-only); every accepted or flagged candidate was rejected ({rejected})"
+        return (
+            None,
+            f"no approved candidate (--approved-only); every accepted or flagged candidate was rejected ({rejected})",
+        )
     if waiting:  # only flagged ones are left, none approved
         note = _awaiting(waiting[0], db)
         return None, f"not shipped without a human: {note}" + (f" (rejected: {rejected})" if rejected else "")
@@ -68,7 +81,9 @@ def choose_winner(kernel: rq.KernelRecord, approved_only: bool, db: Database | N
 
 def check_package_name(name: str) -> None:
     if not name.isidentifier() or name.startswith("_") or name.lower() != name:
-        raise ExportError(f"--name {name!r} must be a lowercase Python identifier (letters, digits, underscores), e.g. my_kernels")
+        raise ExportError(
+            f"--name {name!r} must be a lowercase Python identifier (letters, digits, underscores), e.g. my_kernels"
+        )
 
 
 def prepare_folder(out: Path) -> None:
@@ -77,7 +92,9 @@ def prepare_folder(out: Path) -> None:
         raise ExportError(f"{out} exists and is not a folder; pass --out NEW_FOLDER")
     if out.exists() and any(out.iterdir()):
         if not (out / MARKER).exists():
-            raise ExportError(f"{out} is not empty and was not written by `kernel-agent export`; pass an empty or new --out folder")
+            raise ExportError(
+                f"{out} is not empty and was not written by `kernel-agent export`; pass an empty or new --out folder"
+            )
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -96,7 +113,9 @@ def _foreign_imports(source: str) -> list[str]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found += [a.name for a in node.names if a.name.split(".")[0] == "kernel_agent"]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "kernel_agent":
+        elif (
+            isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "kernel_agent"
+        ):
             found.append(node.module or "")
     return found
 
@@ -116,28 +135,55 @@ def reverify(kernel: rq.KernelRecord, candidate: rq.CandidateRecord, options: Ev
         return False, f"no longer verifies: {verdict.status}: {verdict.reason}"
     # Correctness is what re-verification is for; the timing phase that follows is reported, not required
     # (a loaded machine can fail its noise checks without the kernel having changed).
-    passed, total = sum(1 for c in verdict.checks if c.get("passed")), sum(1 for c in verdict.checks if c.get("passed") is not None)
-    timing = f"re-timed {verdict.speedup:.2f}x" if verdict.speedup and verdict.status in ("faster", "correct", "flagged") else f"re-timing {verdict.status}"
+    passed, total = (
+        sum(1 for c in verdict.checks if c.get("passed")),
+        sum(1 for c in verdict.checks if c.get("passed") is not None),
+    )
+    timing = (
+        f"re-timed {verdict.speedup:.2f}x"
+        if verdict.speedup and verdict.status in ("faster", "correct", "flagged")
+        else f"re-timing {verdict.status}"
+    )
     return True, f"{passed}/{total} checks passed; {timing}"
 
 
 def _exported(kernel: rq.KernelRecord, c: rq.CandidateRecord, source: str, reverified: str) -> files.ExportedKernel:
     return files.ExportedKernel(
-        name=files.identifier(kernel.name), problem=kernel.name, run_id=c.run_id, candidate_id=c.id, source=source,
-        reference_source=kernel.reference_source, backend=c.backend, verified=_verified_on(c), tolerances=_tolerances(c), speedup=c.speedup,
-        ci=(c.ci_low, c.ci_high), baseline_ms=c.baseline_ms, candidate_ms=c.candidate_ms, device=c.device, device_name=c.device_name,
-        isolation=c.isolation, environment=c.environment, date=c.evaluated_at.isoformat(timespec="seconds") if c.evaluated_at else "",
-        status=c.status, review=c.decision.decision if c.decision else "", reverified=reverified, kind=kernel.problem_kind,
+        name=files.identifier(kernel.name),
+        problem=kernel.name,
+        run_id=c.run_id,
+        candidate_id=c.id,
+        source=source,
+        reference_source=kernel.reference_source,
+        backend=c.backend,
+        verified=_verified_on(c),
+        tolerances=_tolerances(c),
+        speedup=c.speedup,
+        ci=(c.ci_low, c.ci_high),
+        baseline_ms=c.baseline_ms,
+        candidate_ms=c.candidate_ms,
+        device=c.device,
+        device_name=c.device_name,
+        isolation=c.isolation,
+        environment=c.environment,
+        date=c.evaluated_at.isoformat(timespec="seconds") if c.evaluated_at else "",
+        status=c.status,
+        review=c.decision.decision if c.decision else "",
+        reverified=reverified,
+        kind=kernel.problem_kind,
     )
 
 
-def select(db: Database, run_id: int, approved_only: bool, kernels: list[str] | None, options: EvalOptions,
-           notify: Notify) -> tuple[list[files.ExportedKernel], list[tuple[str, str]]]:
+def select(
+    db: Database, run_id: int, approved_only: bool, kernels: list[str] | None, options: EvalOptions, notify: Notify
+) -> tuple[list[files.ExportedKernel], list[tuple[str, str]]]:
     """Winners that re-verify, and (kernel, reason) for every kernel left out."""
     records = rq.run_kernels(db, run_id, kernels)
     missing = sorted(set(kernels or []) - {k.name for k in records})
     if missing:
-        raise ExportError(f"run {run_id} has no kernel {', '.join(missing)}; `kernel-agent runs show {run_id}` lists them")
+        raise ExportError(
+            f"run {run_id} has no kernel {', '.join(missing)}; `kernel-agent runs show {run_id}` lists them"
+        )
     chosen, skipped = [], []
     for kernel in records:
         winner, reason = choose_winner(kernel, approved_only, db)
@@ -145,12 +191,18 @@ def select(db: Database, run_id: int, approved_only: bool, kernels: list[str] | 
             skipped.append((kernel.name, reason))
             continue
         better = rq.awaiting_review(kernel)
-        if better is not None and better.id != winner.id and (better.decision is None or better.decision.decision != "approve"):
+        if (
+            better is not None
+            and better.id != winner.id
+            and (better.decision is None or better.decision.decision != "approve")
+        ):
             notify(f"{kernel.name}: exporting candidate {winner.id}; a faster one waits: {_awaiting(better, db)}")
         source = files.rewrite_imports(winner.source or "")
         foreign = _foreign_imports(source)
         if foreign:
-            skipped.append((kernel.name, f"candidate {winner.id} imports {', '.join(foreign)}, which the package cannot carry"))
+            skipped.append(
+                (kernel.name, f"candidate {winner.id} imports {', '.join(foreign)}, which the package cannot carry")
+            )
             continue
         notify(f"re-verifying {kernel.name} (candidate {winner.id}) in the sandbox")
         ok, outcome = reverify(kernel, winner, options)
@@ -161,14 +213,25 @@ def select(db: Database, run_id: int, approved_only: bool, kernels: list[str] | 
     return chosen, skipped
 
 
-def write_package(out: Path, package: str, run_id: int, kernels: list[files.ExportedKernel], skipped: list[tuple[str, str]]) -> None:
+def write_package(
+    out: Path, package: str, run_id: int, kernels: list[files.ExportedKernel], skipped: list[tuple[str, str]]
+) -> None:
     prepare_folder(out)
     (out / MARKER).write_text(f"run {run_id}\n")
     files.write_files(out, package, run_id, kernels, skipped)
 
 
-def export_run(db: Database, run_id: int, out: Path, package: str, *, approved_only: bool = False, kernels: list[str] | None = None,
-               options: EvalOptions | None = None, notify: Notify = lambda message: None) -> ExportResult:
+def export_run(
+    db: Database,
+    run_id: int,
+    out: Path,
+    package: str,
+    *,
+    approved_only: bool = False,
+    kernels: list[str] | None = None,
+    options: EvalOptions | None = None,
+    notify: Notify = lambda message: None,
+) -> ExportResult:
     """Choose, re-verify and write; the package is written even when no kernel qualifies (so the reasons are on record)."""
     check_package_name(package)
     if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():

@@ -44,7 +44,9 @@ def op_breakdown(call: Callable[[], Any], device: str, calls: int = 3, top: int 
                 sync()
         wall_s = time.perf_counter() - began
     events = list(prof.events())
-    top_level = sum(1 for e in events if e.cpu_parent is not None and e.cpu_parent.name == MARKER and e.name.startswith("aten::"))
+    top_level = sum(
+        1 for e in events if e.cpu_parent is not None and e.cpu_parent.name == MARKER and e.name.startswith("aten::")
+    )
     launches = sum(1 for e in events if e.name in LAUNCH_NAMES)
     ops, outside_us = [], 0.0
     for event in prof.key_averages():
@@ -67,9 +69,12 @@ def op_breakdown(call: Callable[[], Any], device: str, calls: int = 3, top: int 
         "device": device,
         "calls": calls,
         "wall_ms_per_call": wall_s * 1e3 / calls,
-        "outside_ops_ms_per_call": outside_us / 1e3 / calls,  # e.g. a ctypes C++ kernel: invisible to the operator table
+        "outside_ops_ms_per_call": outside_us
+        / 1e3
+        / calls,  # e.g. a ctypes C++ kernel: invisible to the operator table
         "torch_ops_per_call": top_level / calls,  # top-level aten operators under each call
-        "launches_per_call": (launches if cuda else top_level) / calls,  # CUDA: launch API calls; CPU: top-level aten ops
+        "launches_per_call": (launches if cuda else top_level)
+        / calls,  # CUDA: launch API calls; CPU: top-level aten ops
         "top_ops": [op for op in ops[:top] if op[key] > 0 or op["count"]],
     }
 
@@ -117,7 +122,16 @@ def compiled_line(breakdown: dict[str, Any] | None) -> str:
     """Triton compile metadata on one line: registers, spills, shared memory, warps, stages."""
     parts = []
     for meta in (breakdown or {}).get("triton") or []:
-        facts = [f"{meta[k]} {label}" for k, label in (("n_regs", "registers/thread"), ("n_spills", "spills"), ("num_warps", "warps"), ("num_stages", "stages")) if k in meta]
+        facts = [
+            f"{meta[k]} {label}"
+            for k, label in (
+                ("n_regs", "registers/thread"),
+                ("n_spills", "spills"),
+                ("num_warps", "warps"),
+                ("num_stages", "stages"),
+            )
+            if k in meta
+        ]
         if "shared_bytes" in meta:
             facts.append(f"{meta['shared_bytes'] / 1024:.1f} KiB shared")
         parts.append(f"{meta.get('name', 'kernel')}: {', '.join(facts)}")
@@ -134,7 +148,9 @@ def summary_line(breakdown: dict[str, Any] | None, top: int = 3) -> str:
     # On CUDA the shares are of device time; on CPU, host time outside any operator counts too.
     outside = 0.0 if cuda else breakdown.get("outside_ops_ms_per_call", 0.0) * breakdown.get("calls", 1)
     total = sum(op.get(key, 0.0) for op in ops) + outside
-    parts = [f"{op['name']} x{op.get('count', 0)} {100 * op.get(key, 0.0) / total:.0f}%" for op in ops[:top] if total > 0]
+    parts = [
+        f"{op['name']} x{op.get('count', 0)} {100 * op.get(key, 0.0) / total:.0f}%" for op in ops[:top] if total > 0
+    ]
     if total > 0 and outside / total >= 0.05:
         parts.append(f"outside torch ops {100 * outside / total:.0f}%")
     what = "kernel launches" if breakdown.get("device") == "cuda" else "torch ops"
@@ -178,7 +194,13 @@ def triton_compile_metadata(compiled_kernel: Any) -> dict[str, Any]:
         if isinstance(value, int):
             result[key] = value
     metadata = getattr(compiled_kernel, "metadata", None)
-    for key, name in (("shared", "shared_bytes"), ("num_warps", "num_warps"), ("num_stages", "num_stages"), ("num_ctas", "num_ctas"), ("name", "name")):
+    for key, name in (
+        ("shared", "shared_bytes"),
+        ("num_warps", "num_warps"),
+        ("num_stages", "num_stages"),
+        ("num_ctas", "num_ctas"),
+        ("name", "name"),
+    ):
         value = metadata.get(key) if isinstance(metadata, dict) else getattr(metadata, key, None)
         if value is not None:
             result[name] = value

@@ -58,7 +58,9 @@ def _nbytes(tensor: torch.Tensor, itemsize: int | None = None) -> int:
     return tensor.numel() * size
 
 
-def _run_reference(problem: Problem, shape: Shape, dtype: str) -> tuple[list[torch.Tensor], tuple[torch.Tensor, ...], int, list[torch.Tensor]]:
+def _run_reference(
+    problem: Problem, shape: Shape, dtype: str
+) -> tuple[list[torch.Tensor], tuple[torch.Tensor, ...], int, list[torch.Tensor]]:
     """Run the reference once on CPU under FlopCounterMode: (inputs, outputs, flops, parameters)."""
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -107,7 +109,9 @@ def work_counts(problem: Problem, shape: Shape, dtype: str) -> WorkCounts:
         try:
             nbytes, bytes_source = int(declared_bytes(shape, torch_dtype(dtype))), "declared"
         except Exception as exc:
-            raise ProfileError(f"{problem.name}: bytes_moved({shape}, {dtype}) failed: {type(exc).__name__}: {exc}") from None
+            raise ProfileError(
+                f"{problem.name}: bytes_moved({shape}, {dtype}) failed: {type(exc).__name__}: {exc}"
+            ) from None
     if source == "none" or nbytes is None:
         inputs, outputs, counted, params = _reference_run(problem, shape, dtype)
         if source == "none" and counted > 0:
@@ -119,7 +123,9 @@ def work_counts(problem: Problem, shape: Shape, dtype: str) -> WorkCounts:
     return WorkCounts(flops, nbytes, intensity, source, bytes_source)
 
 
-def _reference_run(problem: Problem, shape: Shape, dtype: str) -> tuple[list[torch.Tensor], tuple[torch.Tensor, ...], int, list[torch.Tensor]]:
+def _reference_run(
+    problem: Problem, shape: Shape, dtype: str
+) -> tuple[list[torch.Tensor], tuple[torch.Tensor, ...], int, list[torch.Tensor]]:
     """The reference in `dtype`; float32 as a stand-in when CPU lacks a kernel for it (bytes are rescaled by the caller)."""
     try:
         if dtype == "float16":  # CPU float16 matmuls are emulated and very slow: float32 counts the same work
@@ -129,11 +135,15 @@ def _reference_run(problem: Problem, shape: Shape, dtype: str) -> tuple[list[tor
         raise
     except Exception as first:
         if dtype == "float32":
-            raise ProfileError(f"{problem.name}: the reference failed at shape {list(shape)}: {type(first).__name__}: {first}") from None
+            raise ProfileError(
+                f"{problem.name}: the reference failed at shape {list(shape)}: {type(first).__name__}: {first}"
+            ) from None
         try:
             return _run_reference(problem, shape, "float32")
         except Exception as exc:
-            raise ProfileError(f"{problem.name}: the reference failed at shape {list(shape)}: {type(exc).__name__}: {exc}") from None
+            raise ProfileError(
+                f"{problem.name}: the reference failed at shape {list(shape)}: {type(exc).__name__}: {exc}"
+            ) from None
 
 
 # --- ceilings -------------------------------------------------------------------------------
@@ -412,7 +422,17 @@ def shape_rows(problem: Problem, timing: dict[str, Any] | None, ceilings: Ceilin
     return rows
 
 
-ROOFLINE_KEYS = ("shape", "dtype", "flops", "bytes", "intensity", "floor_ms", "bound", "baseline_median_ms", "candidate_median_ms")
+ROOFLINE_KEYS = (
+    "shape",
+    "dtype",
+    "flops",
+    "bytes",
+    "intensity",
+    "floor_ms",
+    "bound",
+    "baseline_median_ms",
+    "candidate_median_ms",
+)
 
 
 def roofline_record(rows: list[dict[str, Any]], ceilings: Ceilings) -> dict[str, Any]:
@@ -499,7 +519,9 @@ def build_profile(
     fast = [_label(row) for row in rows if row.get(f"{role}_faster_than_floor")]
     if fast:
         who = "the baseline" if role == "baseline" else "this kernel"
-        profile["warning"] = f"{who} beats the roofline floor at {', '.join(fast)}: the declared flops/bytes or the ceilings are off"
+        profile["warning"] = (
+            f"{who} beats the roofline floor at {', '.join(fast)}: the declared flops/bytes or the ceilings are off"
+        )
     del device  # the ceilings carry their device; kept in the signature for callers that pick ceilings by device
     return profile
 

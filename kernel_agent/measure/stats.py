@@ -32,7 +32,13 @@ class Summary:
     @classmethod
     def of(cls, samples: list[float]) -> Summary:
         data = np.asarray(samples, dtype=float)
-        return cls(float(np.median(data)), float(np.percentile(data, 20)), float(np.percentile(data, 80)), float(data.mean()), int(data.size))
+        return cls(
+            float(np.median(data)),
+            float(np.percentile(data, 20)),
+            float(np.percentile(data, 80)),
+            float(data.mean()),
+            int(data.size),
+        )
 
 
 @dataclass
@@ -74,14 +80,21 @@ def speedup_interval(
     draws = np.empty(resamples)
     for k in range(resamples):
         pick = rng.integers(0, rounds, size=rounds)
-        logs = [math.log(_ratio([b[i] for i in pick], [c[i] for i in pick])) for b, c in zip(base_rounds_by_shape, cand_rounds_by_shape)]
+        logs = [
+            math.log(_ratio([b[i] for i in pick], [c[i] for i in pick]))
+            for b, c in zip(base_rounds_by_shape, cand_rounds_by_shape)
+        ]
         draws[k] = math.exp(sum(logs) / len(logs))
     stat_low, stat_high = (float(v) for v in np.percentile(draws, [2.5, 97.5]))
     low, high = widen(point, stat_low, stat_high, process_effect)
     all_base = [s for shape in base_rounds_by_shape for r in shape for s in r]
     all_cand = [s for shape in cand_rounds_by_shape for r in shape for s in r]
     per_shape = [
-        {"speedup": ratio, "baseline_median_ms": float(np.median(np.concatenate(b))), "candidate_median_ms": float(np.median(np.concatenate(c)))}
+        {
+            "speedup": ratio,
+            "baseline_median_ms": float(np.median(np.concatenate(b))),
+            "candidate_median_ms": float(np.median(np.concatenate(c))),
+        }
         for ratio, b, c in zip(point_per_shape, base_rounds_by_shape, cand_rounds_by_shape)
     ]
     estimate = SpeedupEstimate(point, low, high, Summary.of(all_base), Summary.of(all_cand), rounds, per_shape)

@@ -19,7 +19,13 @@ __all__ = ["Budget", "BudgetLimits"]
 class Budget:
     """Spent so far in one scope (the run, or one kernel); a kernel's budget charges its run's too."""
 
-    def __init__(self, limits: BudgetLimits, scope: str, parent: Budget | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        limits: BudgetLimits,
+        scope: str,
+        parent: Budget | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.limits = limits
         self.clock = clock
         self.scope = scope
@@ -47,7 +53,10 @@ class Budget:
             return reason
         with self._lock:
             if self.limits.max_candidates is not None and self.candidates >= self.limits.max_candidates:
-                return self._reason("candidates", f"{self.candidates} candidates evaluated (--max-candidates {self.limits.max_candidates})")
+                return self._reason(
+                    "candidates",
+                    f"{self.candidates} candidates evaluated (--max-candidates {self.limits.max_candidates})",
+                )
             self.candidates += 1
         if self.parent:
             reason = self.parent.try_take_candidate()
@@ -62,7 +71,9 @@ class Budget:
         limits = self.limits
         with self._lock:
             if limits.max_candidates is not None and self.candidates >= limits.max_candidates:
-                return self._reason("candidates", f"{self.candidates} candidates evaluated (max {limits.max_candidates})")
+                return self._reason(
+                    "candidates", f"{self.candidates} candidates evaluated (max {limits.max_candidates})"
+                )
             if limits.token_budget is not None and self.tokens >= limits.token_budget:
                 return self._reason("tokens", f"{self.tokens} tokens used (max {limits.token_budget})")
             if limits.max_cost is not None and self.cost >= limits.max_cost:

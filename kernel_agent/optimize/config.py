@@ -27,7 +27,9 @@ class SearchConfig:
     samples: int = option(4, minimum=1, help="Candidates per round.")
     beam: int = option(2, minimum=1, help="Best accepted variants kept as parents.")
     patience: int = option(2, minimum=1, help="Stop a kernel after this many rounds without a better variant.")
-    roofline_stop: float = option(0.9, minimum=0, help="Stop a kernel once its best reaches this fraction of the roofline floor (0: never).")
+    roofline_stop: float = option(
+        0.9, minimum=0, help="Stop a kernel once its best reaches this fraction of the roofline floor (0: never)."
+    )
 
 
 @dataclass(frozen=True)
@@ -35,8 +37,12 @@ class BudgetLimits:
     """What a run (on the command line) or one kernel (in a manifest) may spend; None: no limit."""
 
     max_candidates: int | None = option(None, minimum=1, help="Run budget: candidates evaluated.")
-    token_budget: int | None = option(None, flag="--max-tokens", minimum=1, help="Run budget: LLM tokens (prompt + completion).")
-    max_cost: float | None = option(None, minimum=0, help="Run budget: USD, from the model price table (--prices adds models).")
+    token_budget: int | None = option(
+        None, flag="--max-tokens", minimum=1, help="Run budget: LLM tokens (prompt + completion)."
+    )
+    max_cost: float | None = option(
+        None, minimum=0, help="Run budget: USD, from the model price table (--prices adds models)."
+    )
     time_limit: float | None = option(None, minimum=1, help="Run budget: wall-clock seconds.")
 
     def any(self) -> bool:
@@ -50,18 +56,34 @@ class ProviderConfig:
     base_url: str = option("https://api.openai.com/v1", help="OpenAI-compatible endpoint (provider openai).")
     model: str = option("gpt-4o-mini", help="Model name (provider openai).")
     api_key_file: Path | None = option(None, help="File holding the API key (default: $OPENAI_API_KEY).")
-    prices_file: Path | None = option(None, flag="--prices", help='TOML file of extra model prices: [prices] "model" = [usd_per_1M_in, usd_per_1M_out].')
+    prices_file: Path | None = option(
+        None,
+        flag="--prices",
+        help='TOML file of extra model prices: [prices] "model" = [usd_per_1M_in, usd_per_1M_out].',
+    )
     temperature: float = option(0.7, help="Sampling temperature (provider openai).")
-    tokens_per_reply: int = option(8192, flag="--max-tokens-per-reply", minimum=1, help="Most tokens in one reply (the run's budget is --max-tokens).")
+    tokens_per_reply: int = option(
+        8192,
+        flag="--max-tokens-per-reply",
+        minimum=1,
+        help="Most tokens in one reply (the run's budget is --max-tokens).",
+    )
     request_timeout: float = option(300.0, help="Seconds per LLM request.")
-    max_retries: int = option(4, flag="--retries", minimum=0, help="Retries on 429, 5xx, timeouts and dropped connections.")
-    prompts_dir: Path | None = option(None, flag="--prompts", help="Folder of jinja2 templates overriding the packaged prompts.")
+    max_retries: int = option(
+        4, flag="--retries", minimum=0, help="Retries on 429, 5xx, timeouts and dropped connections."
+    )
+    prompts_dir: Path | None = option(
+        None, flag="--prompts", help="Folder of jinja2 templates overriding the packaged prompts."
+    )
     replay_run: int | None = option(None, help="Run whose recorded LLM replies `--provider replay` replays.")
 
 
 # The run-wide options a manifest may set for one kernel, by the record that declares them.
-PER_KERNEL = {SearchConfig: ("proposal_rounds", "samples", "beam", "patience"), BudgetLimits: tuple(f.name for f in fields(BudgetLimits)),
-              EvalConfig: ("backend",)}
+PER_KERNEL = {
+    SearchConfig: ("proposal_rounds", "samples", "beam", "patience"),
+    BudgetLimits: tuple(f.name for f in fields(BudgetLimits)),
+    EvalConfig: ("backend",),
+}
 
 
 @dataclass
@@ -119,10 +141,20 @@ class RunPlan:
     kernels: list[KernelSpec] = field(default_factory=list)
     provider: str = option("search", help="search (offline tunables search), openai, replay, or a plugin.")
     search: SearchConfig = field(default_factory=SearchConfig)
-    workers: int | None = option(None, minimum=1, help="Parallel evaluations (default: one per GPU; 2 on a CPU). Timed runs never overlap on a device.")
-    executor: ExecutorKind = option(ExecutorKind.LOCAL, help="Where evaluations run: local (the pool on this machine) or ray "
-                                                             "(a Ray cluster; pip install 'kernel-agent[cluster]'). Stored with the run.")
-    ray_address: str | None = option(None, help="Ray head to join, e.g. HEAD:6379 (implies --executor ray; default: start a local Ray on this machine).")
+    workers: int | None = option(
+        None,
+        minimum=1,
+        help="Parallel evaluations (default: one per GPU; 2 on a CPU). Timed runs never overlap on a device.",
+    )
+    executor: ExecutorKind = option(
+        ExecutorKind.LOCAL,
+        help="Where evaluations run: local (the pool on this machine) or ray "
+        "(a Ray cluster; pip install 'kernel-agent[cluster]'). Stored with the run.",
+    )
+    ray_address: str | None = option(
+        None,
+        help="Ray head to join, e.g. HEAD:6379 (implies --executor ray; default: start a local Ray on this machine).",
+    )
     concurrency: int = option(4, minimum=1, help="LLM requests in flight at once.")
     budget: BudgetLimits = field(default_factory=BudgetLimits)  # run-wide
     provider_options: ProviderConfig = field(default_factory=ProviderConfig)
@@ -140,9 +172,16 @@ class RunPlan:
 
 # Format 1 kept every option at the top level: old key -> (group, field).
 FLAT_KEYS = {
-    "rounds": ("search", "proposal_rounds"), "samples": ("search", "samples"), "beam": ("search", "beam"), "patience": ("search", "patience"),
-    "roofline_stop": ("search", "roofline_stop"), "device": ("evaluation", "device"), "timeout": ("evaluation", "timeout"),
-    "min_gain": ("evaluation", "min_gain"), "sanity_speedup": ("evaluation", "sanity_speedup"), "threads": ("evaluation", "threads"),
+    "rounds": ("search", "proposal_rounds"),
+    "samples": ("search", "samples"),
+    "beam": ("search", "beam"),
+    "patience": ("search", "patience"),
+    "roofline_stop": ("search", "roofline_stop"),
+    "device": ("evaluation", "device"),
+    "timeout": ("evaluation", "timeout"),
+    "min_gain": ("evaluation", "min_gain"),
+    "sanity_speedup": ("evaluation", "sanity_speedup"),
+    "threads": ("evaluation", "threads"),
     "sandbox": ("evaluation", "sandbox_root"),
 }
 RENAMED = {  # inside a group: old name -> new name

@@ -54,7 +54,9 @@ class Shared:
     llm_slots: AbstractContextManager = field(default_factory=nullcontext)
     budget: Budget = field(default_factory=lambda: Budget(BudgetLimits(), "run"))
     stop: threading.Event = field(default_factory=threading.Event)
-    ceilings: dict[str, Any] = field(default_factory=dict)  # device -> profile.Ceilings, measured once per device fingerprint
+    ceilings: dict[str, Any] = field(
+        default_factory=dict
+    )  # device -> profile.Ceilings, measured once per device fingerprint
 
 
 @dataclass
@@ -78,7 +80,9 @@ class KernelLoop:
         self.device = run_device(self.problem, self.options.eval.device)
         self.budget = Budget(self.options.budget, "kernel", parent=self.shared.budget)
         self.budget_reason = ""
-        self.profiling = getattr(self.provider, "reads_profile", True)  # operator breakdowns only for providers that read them
+        self.profiling = getattr(
+            self.provider, "reads_profile", True
+        )  # operator breakdowns only for providers that read them
         self.profiles = PromptProfiles(self.problem, self.device, self.shared.ceilings.get(self.device))
         self.recorder = Recorder(self.db, self.run_id, self.problem)
         self.state = SearchState(self.problem.name, self.problem.baseline_source, self.options.search)
@@ -94,9 +98,14 @@ class KernelLoop:
         if baseline.status == "rejected" and (baseline.reason or "").startswith("too large for"):
             return self._finish(KernelStatus.TOO_LARGE, baseline.reason)
         if not baseline.passed:
-            return self._finish(KernelStatus.BASELINE_FAILED, f"the baseline does not verify: {baseline.status}: {baseline.reason}")
+            return self._finish(
+                KernelStatus.BASELINE_FAILED, f"the baseline does not verify: {baseline.status}: {baseline.reason}"
+            )
         if baseline.interpreted:
-            return self._finish(KernelStatus.NEEDS_GPU, "verified under the Triton interpreter; timing (and so optimization) needs a GPU")
+            return self._finish(
+                KernelStatus.NEEDS_GPU,
+                "verified under the Triton interpreter; timing (and so optimization) needs a GPU",
+            )
         self.recorder.baseline_ms(typical_ms(baseline.timing, "baseline"))
         profile = self.profiles.of(baseline, role="baseline")
         if not self._evaluate_all(self.stored.unevaluated):  # in flight when an earlier invocation was killed
@@ -111,7 +120,11 @@ class KernelLoop:
                 return self._finish(KernelStatus.PROVIDER_FAILED, f"the provider failed: {failed[-1]}")
             if not batch.proposals and batch.exhausted:
                 break
-            todo = [c for c in (self.recorder.proposal(state, p, call_ids, round_index) for p in batch.proposals) if c is not None]
+            todo = [
+                c
+                for c in (self.recorder.proposal(state, p, call_ids, round_index) for p in batch.proposals)
+                if c is not None
+            ]
             if not self._evaluate_all(todo):
                 return self._stopped()
             if self.recorder.round_done(state, round_index):  # patience spent
@@ -128,7 +141,9 @@ class KernelLoop:
         if self.state.baseline is None:
             self.progress("baseline", {"kernel": self.problem.name})
             started = time.perf_counter()
-            verdict = self.shared.executor.submit(self.problem, self.problem.baseline_as_candidate, self._eval_options("always")).result()
+            verdict = self.shared.executor.submit(
+                self.problem, self.problem.baseline_as_candidate, self._eval_options("always")
+            ).result()
             self.recorder.baseline_verdict(self.state, verdict, time.perf_counter() - started)
         assert self.state.baseline is not None
         return self.state.baseline
@@ -137,8 +152,15 @@ class KernelLoop:
         """Ask the provider for this round's candidates; its LLM calls are stored and charged before anything else."""
         state = self.state
         context = ProposalContext(
-            problem=self.problem, baseline_source=self.problem.baseline_source, parents=state.parents, history=state.history_before(round_index),
-            profile=profile, best_profile=self.profiles.best(state), round=round_index, samples=self.options.search.samples, device=self.device,
+            problem=self.problem,
+            baseline_source=self.problem.baseline_source,
+            parents=state.parents,
+            history=state.history_before(round_index),
+            profile=profile,
+            best_profile=self.profiles.best(state),
+            round=round_index,
+            samples=self.options.search.samples,
+            device=self.device,
             cache_lookup=self.recorder.cached_call,
         )
         self.progress("round", {"kernel": self.problem.name, "round": round_index})
@@ -147,8 +169,14 @@ class KernelLoop:
         call_ids = self.recorder.llm_calls(batch.calls, round_index)
         for call in batch.calls:
             self.budget.charge_call(call)
-            self.progress("llm", {"kernel": self.problem.name, "tokens": 0 if call.cached else call.prompt_tokens + call.completion_tokens,
-                                  "cost": 0 if call.cached else call.cost_usd})
+            self.progress(
+                "llm",
+                {
+                    "kernel": self.problem.name,
+                    "tokens": 0 if call.cached else call.prompt_tokens + call.completion_tokens,
+                    "cost": 0 if call.cached else call.cost_usd,
+                },
+            )
         return batch, call_ids
 
     def _evaluate_all(self, batch: list[Candidate]) -> bool:
@@ -157,7 +185,15 @@ class KernelLoop:
         for flight in started:
             verdict = flight.future.result()
             self.recorder.verdict(self.state, flight.candidate, verdict, time.perf_counter() - flight.started)
-            self.progress("evaluated", {"kernel": self.problem.name, "candidate": flight.candidate.id, "status": verdict.status, "speedup": verdict.speedup})
+            self.progress(
+                "evaluated",
+                {
+                    "kernel": self.problem.name,
+                    "candidate": flight.candidate.id,
+                    "status": verdict.status,
+                    "speedup": verdict.speedup,
+                },
+            )
         return len(started) == len(batch)
 
     def _submit(self, candidate: Candidate) -> InFlight | None:
@@ -168,13 +204,24 @@ class KernelLoop:
         if reason:
             self.budget_reason = reason
             return None
-        self.progress("evaluate", {"kernel": self.problem.name, "round": candidate.round, "candidate": candidate.id, "note": candidate.note})
+        self.progress(
+            "evaluate",
+            {"kernel": self.problem.name, "round": candidate.round, "candidate": candidate.id, "note": candidate.note},
+        )
         started = time.perf_counter()
-        return InFlight(candidate, self.shared.executor.submit(self.problem, candidate.source, self._eval_options("faster")), started)
+        return InFlight(
+            candidate,
+            self.shared.executor.submit(self.problem, candidate.source, self._eval_options("faster")),
+            started,
+        )
 
     def _eval_options(self, profile: str) -> EvalOptions:
         """The run's options, with this device's ceilings (the roofline floor is part of every decision)."""
-        return replace(self.options.eval, profile=profile if self.profiling else "never", ceilings=self.shared.ceilings.get(self.device))
+        return replace(
+            self.options.eval,
+            profile=profile if self.profiling else "never",
+            ceilings=self.shared.ceilings.get(self.device),
+        )
 
     def _near_roofline(self) -> str:
         """Why to stop: the best runs close to the machine's floor (the profile is built only when the stop is on)."""
@@ -186,7 +233,9 @@ class KernelLoop:
     def _stopped(self) -> KernelResult:
         if self.shared.stop.is_set():
             return self._finish(KernelStatus.INTERRUPTED, "stopped before finishing; resume the run to continue")
-        return self._finish(KernelStatus.BUDGET_REACHED, self.budget_reason or self.budget.reached() or "budget reached")
+        return self._finish(
+            KernelStatus.BUDGET_REACHED, self.budget_reason or self.budget.reached() or "budget reached"
+        )
 
     def _result(self, status: KernelStatus, reason: str) -> KernelResult:
         return self.state.result(status, reason, self.recorder.review)

@@ -26,7 +26,9 @@ class PromptProfiles:
         try:
             from kernel_agent.measure.profile import build_profile
 
-            return build_profile(self.problem, verdict.timing, self.device, self.ceilings, role=role, breakdown=breakdown)
+            return build_profile(
+                self.problem, verdict.timing, self.device, self.ceilings, role=role, breakdown=breakdown
+            )
         except Exception as exc:  # noqa: BLE001 - a profile is advice; never let it stop the loop
             return {"error": f"profile unavailable: {type(exc).__name__}: {exc}"}
 

@@ -50,7 +50,9 @@ class Recorder:
             row = session.get(RunKernelRow, self.run_kernel_id)
             assert row is not None
             state.rounds_done = row.rounds_done
-            candidates = session.scalars(select(CandidateRow).where(CandidateRow.run_kernel_id == self.run_kernel_id).order_by(CandidateRow.id)).all()
+            candidates = session.scalars(
+                select(CandidateRow).where(CandidateRow.run_kernel_id == self.run_kernel_id).order_by(CandidateRow.id)
+            ).all()
             unevaluated = []
             for c in candidates:
                 candidate = Candidate(c.id, c.source.text if c.source else "", c.note, c.round)
@@ -70,8 +72,17 @@ class Recorder:
         """Store the baseline as the kernel's first candidate (once)."""
         if state.baseline_id is None:
             state.baseline_id = store.add_candidate(
-                self.db, run_id=self.run_id, run_kernel_id=self.run_kernel_id, problem_id=self.problem_id, source=self.baseline_source,
-                baseline_source=self.baseline_source, parent_id=None, parent_source=None, origin="baseline", round=0, note="the problem's baseline",
+                self.db,
+                run_id=self.run_id,
+                run_kernel_id=self.run_kernel_id,
+                problem_id=self.problem_id,
+                source=self.baseline_source,
+                baseline_source=self.baseline_source,
+                parent_id=None,
+                parent_source=None,
+                origin="baseline",
+                round=0,
+                note="the problem's baseline",
             )
 
     def baseline_verdict(self, state: SearchState, verdict: Verdict, seconds: float) -> None:
@@ -87,17 +98,34 @@ class Recorder:
         """The response cache: a reply already stored for this exact request."""
         return store.cached_call(self.db, prompt_hash)
 
-    def proposal(self, state: SearchState, proposal: Proposal, call_ids: list[int], round_index: int) -> Candidate | None:
+    def proposal(
+        self, state: SearchState, proposal: Proposal, call_ids: list[int], round_index: int
+    ) -> Candidate | None:
         """Store one proposal; the candidate to evaluate, or None (no candidate in the reply, a repeat, or already evaluated)."""
         index = proposal.llm_call_index
         call_id = call_ids[index] if index is not None and index < len(call_ids) else None
         parent_id, parent_source = state.parent()
-        common: dict[str, Any] = dict(run_id=self.run_id, run_kernel_id=self.run_kernel_id, problem_id=self.problem_id, baseline_source=self.baseline_source,
-                                      round=round_index, parent_id=parent_id, origin=proposal.origin, note=proposal.note, llm_call_id=call_id)
+        common: dict[str, Any] = dict(
+            run_id=self.run_id,
+            run_kernel_id=self.run_kernel_id,
+            problem_id=self.problem_id,
+            baseline_source=self.baseline_source,
+            round=round_index,
+            parent_id=parent_id,
+            origin=proposal.origin,
+            note=proposal.note,
+            llm_call_id=call_id,
+        )
         if proposal.source is None:
-            if not state.seen_unparseable(round_index, proposal.note, proposal.parse_error):  # else: recorded before a restart
-                candidate_id = store.add_candidate(self.db, source=None, parent_source=None, parse_error=proposal.parse_error, **common)
-                state.remember_unparseable(candidate_id, proposal.note, proposal.parse_error or "no candidate in the reply", round_index)
+            if not state.seen_unparseable(
+                round_index, proposal.note, proposal.parse_error
+            ):  # else: recorded before a restart
+                candidate_id = store.add_candidate(
+                    self.db, source=None, parent_source=None, parse_error=proposal.parse_error, **common
+                )
+                state.remember_unparseable(
+                    candidate_id, proposal.note, proposal.parse_error or "no candidate in the reply", round_index
+                )
             return None
         existing = store.find_candidate(self.db, self.run_kernel_id, proposal.source)
         if existing is not None:
@@ -114,7 +142,9 @@ class Recorder:
         state.remember(candidate, verdict)
         if verdict.status == Status.FASTER:
             best = state.parents[0]
-            store.update_run_kernel(self.db, self.run_kernel_id, best_candidate_id=best.candidate_id, best_speedup=best.speedup)
+            store.update_run_kernel(
+                self.db, self.run_kernel_id, best_candidate_id=best.candidate_id, best_speedup=best.speedup
+            )
 
     def round_done(self, state: SearchState, round_index: int) -> bool:
         """Store the finished round; True when the state's patience is spent."""
@@ -129,8 +159,16 @@ class Recorder:
         store.update_run_kernel(self.db, self.run_kernel_id, baseline_ms=ms)
 
     def finish(self, result: KernelResult) -> None:
-        store.update_run_kernel(self.db, self.run_kernel_id, status=KernelStatus(result.status).value, reason=result.reason, baseline_ms=result.baseline_ms,
-                                best_ms=result.best_ms, best_candidate_id=result.best_candidate, best_speedup=result.speedup)
+        store.update_run_kernel(
+            self.db,
+            self.run_kernel_id,
+            status=KernelStatus(result.status).value,
+            reason=result.reason,
+            baseline_ms=result.baseline_ms,
+            best_ms=result.best_ms,
+            best_candidate_id=result.best_candidate,
+            best_speedup=result.speedup,
+        )
 
     def review(self, candidate_id: int, verdict: Verdict) -> dict[str, Any]:
         """What every result view says about a flagged candidate, with the command that approves it."""

@@ -39,7 +39,11 @@ class PlanError(ValueError):
 
 def loop_options(plan: RunPlan, spec: KernelSpec) -> LoopOptions:
     """One kernel's options: the run's, with what its manifest entry sets for it alone."""
-    return LoopOptions(search=spec.search(plan.search), eval=EvalOptions.from_config(spec.evaluation(plan.evaluation)), budget=spec.budget())
+    return LoopOptions(
+        search=spec.search(plan.search),
+        eval=EvalOptions.from_config(spec.evaluation(plan.evaluation)),
+        budget=spec.budget(),
+    )
 
 
 def expand_paths(arguments: list[str]) -> list[str]:
@@ -52,11 +56,15 @@ def expand_paths(arguments: list[str]) -> list[str]:
         for match in matches:
             path = Path(match)
             if path.is_dir() and not (path / "problem.py").is_file():
-                members = sorted((p for p in path.iterdir() if p.is_dir() and (p / "problem.py").is_file()), key=natural_order)
+                members = sorted(
+                    (p for p in path.iterdir() if p.is_dir() and (p / "problem.py").is_file()), key=natural_order
+                )
                 if not members:  # a KernelBench level: one file per problem
                     members = sorted((p for p in path.glob("*.py") if not p.name.startswith("_")), key=natural_order)
                 if not members:
-                    raise PlanError(f"{path}: holds no problems (folders with problem.py and kernel.py, or KernelBench .py files)")
+                    raise PlanError(
+                        f"{path}: holds no problems (folders with problem.py and kernel.py, or KernelBench .py files)"
+                    )
                 found += [str(m) for m in members]
             else:
                 found.append(str(path))
@@ -115,7 +123,9 @@ def load_kernel(spec: KernelSpec) -> Problem:
     if spec.tolerances:
         for dtype, pair in spec.tolerances.items():
             if dtype not in problem.tolerances or not (isinstance(pair, list) and len(pair) == 2):
-                raise ProblemError(f"{spec.path}: manifest tolerances for {dtype!r} must be [rtol, atol] for one of the problem's dtypes")
+                raise ProblemError(
+                    f"{spec.path}: manifest tolerances for {dtype!r} must be [rtol, atol] for one of the problem's dtypes"
+                )
             problem.tolerances[dtype] = (float(pair[0]), float(pair[1]))
     return problem
 
@@ -134,10 +144,23 @@ class BatchRun:
 
     def run(self) -> list[KernelResult]:
         run_budget = Budget(self.plan.budget, "run")
-        shared = Shared(executor=self.executor, llm_slots=threading.BoundedSemaphore(max(1, self.plan.concurrency)), budget=run_budget, stop=self.stop,
-                        ceilings=self.ceilings)
+        shared = Shared(
+            executor=self.executor,
+            llm_slots=threading.BoundedSemaphore(max(1, self.plan.concurrency)),
+            budget=run_budget,
+            stop=self.stop,
+            ceilings=self.ceilings,
+        )
         loops = [
-            KernelLoop(self.db, self.run_id, problem, self.providers[problem.name], loop_options(self.plan, spec), self.progress, shared)
+            KernelLoop(
+                self.db,
+                self.run_id,
+                problem,
+                self.providers[problem.name],
+                loop_options(self.plan, spec),
+                self.progress,
+                shared,
+            )
             for spec, problem in self.problems
         ]
         threads = max(1, min(len(loops), MAX_KERNEL_THREADS))

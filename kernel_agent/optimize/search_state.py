@@ -36,8 +36,17 @@ class KernelStatus(Choice):
 
 
 # A kernel that ended with one of these is done; a resume returns its stored result.
-TERMINAL = frozenset({KernelStatus.IMPROVED, KernelStatus.NO_GAIN, KernelStatus.NEEDS_REVIEW, KernelStatus.NEEDS_GPU,
-                      KernelStatus.BASELINE_FAILED, KernelStatus.TOO_LARGE, KernelStatus.PROVIDER_FAILED})
+TERMINAL = frozenset(
+    {
+        KernelStatus.IMPROVED,
+        KernelStatus.NO_GAIN,
+        KernelStatus.NEEDS_REVIEW,
+        KernelStatus.NEEDS_GPU,
+        KernelStatus.BASELINE_FAILED,
+        KernelStatus.TOO_LARGE,
+        KernelStatus.PROVIDER_FAILED,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -66,8 +75,14 @@ class KernelResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name, "status": str(self.status), "baseline_ms": self.baseline_ms, "best_ms": self.best_ms,
-            "speedup": self.speedup, "best_candidate": self.best_candidate, "reason": self.reason, "review": self.review,
+            "name": self.name,
+            "status": str(self.status),
+            "baseline_ms": self.baseline_ms,
+            "best_ms": self.best_ms,
+            "speedup": self.speedup,
+            "best_candidate": self.best_candidate,
+            "reason": self.reason,
+            "review": self.review,
         }
 
 
@@ -76,9 +91,13 @@ class SearchState:
     name: str
     baseline_source: str
     config: SearchConfig
-    attempts: dict[int, Attempt] = field(default_factory=dict)  # candidate id -> evaluated attempt (or unparseable reply)
+    attempts: dict[int, Attempt] = field(
+        default_factory=dict
+    )  # candidate id -> evaluated attempt (or unparseable reply)
     accepted: dict[int, Verdict] = field(default_factory=dict)  # verdicts `faster`: the parents come from these
-    flagged: dict[int, Verdict] = field(default_factory=dict)  # measured faster but flagged: wait for review, never parents
+    flagged: dict[int, Verdict] = field(
+        default_factory=dict
+    )  # measured faster but flagged: wait for review, never parents
     baseline_id: int | None = None
     baseline: Verdict | None = None
     rounds_done: int = 0
@@ -112,7 +131,15 @@ class SearchState:
     def remember(self, candidate: Candidate, verdict: Verdict, count: bool = True) -> None:
         """A verdict; `count` is False for verdicts restored from an earlier invocation."""
         self.queued.discard(candidate.id)
-        self.attempts[candidate.id] = Attempt(candidate.id, candidate.source, verdict.status, verdict.reason, verdict.speedup, candidate.note, candidate.round)
+        self.attempts[candidate.id] = Attempt(
+            candidate.id,
+            candidate.source,
+            verdict.status,
+            verdict.reason,
+            verdict.speedup,
+            candidate.note,
+            candidate.round,
+        )
         if verdict.status == Status.FASTER:
             self.accepted[candidate.id] = verdict
         elif verdict.status == Status.FLAGGED and verdict.speedup is not None:
@@ -126,11 +153,16 @@ class SearchState:
 
     def seen_unparseable(self, round_index: int, note: str, reason: str | None) -> bool:
         """Whether this round's reply without a candidate was already recorded (before a restart)."""
-        return any(a.status == UNPARSEABLE and a.round == round_index and a.note == note and a.reason == reason for a in self.attempts.values())
+        return any(
+            a.status == UNPARSEABLE and a.round == round_index and a.note == note and a.reason == reason
+            for a in self.attempts.values()
+        )
 
     def resumable(self, candidate_id: int, stored_round: int, round_index: int) -> bool:
         """A stored candidate proposed again in its own round and never evaluated: it was in flight when the run was killed."""
-        fresh = candidate_id not in self.attempts and candidate_id not in self.queued and candidate_id != self.baseline_id
+        fresh = (
+            candidate_id not in self.attempts and candidate_id not in self.queued and candidate_id != self.baseline_id
+        )
         return fresh and stored_round == round_index
 
     def queue(self, candidate: Candidate) -> Candidate:
@@ -173,7 +205,9 @@ class SearchState:
             return None
         return flagged
 
-    def result(self, status: KernelStatus, reason: str, review_of: Callable[[int, Verdict], dict[str, Any]]) -> KernelResult:
+    def result(
+        self, status: KernelStatus, reason: str, review_of: Callable[[int, Verdict], dict[str, Any]]
+    ) -> KernelResult:
         """The kernel's result; `review_of` describes a flagged best for a human (it reads the database)."""
         result = KernelResult(self.name, status, reason=reason, evaluated=self.new_verdicts, accepted=self.new_accepted)
         if self.baseline is not None and self.baseline.timing:
@@ -198,4 +232,7 @@ class SearchState:
 def _times_from(result: KernelResult, verdict: Verdict | None) -> None:
     """Both times from one verdict's own A/B run: their ratio is its speedup."""
     if verdict is not None and verdict.timing:
-        result.baseline_ms, result.best_ms = typical_ms(verdict.timing, "baseline"), typical_ms(verdict.timing, "candidate")
+        result.baseline_ms, result.best_ms = (
+            typical_ms(verdict.timing, "baseline"),
+            typical_ms(verdict.timing, "candidate"),
+        )

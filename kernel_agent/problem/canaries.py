@@ -32,14 +32,18 @@ def audit_shapes(problem: Problem, device: str) -> list[tuple[int, ...]]:
 LOAD_AUDIT_BYTES = 256 << 20  # one call's inputs + outputs past this: the canaries run inside each evaluation instead
 
 
-def check_canaries(problem: Problem, gold: tuple, base: tuple, inputs: list[torch.Tensor], tol: Tolerance, where: str) -> list[str]:
+def check_canaries(
+    problem: Problem, gold: tuple, base: tuple, inputs: list[torch.Tensor], tol: Tolerance, where: str
+) -> list[str]:
     """Raise ProblemError when a cheater's output (zeros, ones, the mean, ...) passes this case; return
     warnings for canaries that pass only the elementwise rule (the normwise rules still reject them)."""
     warnings = []
     for name, outputs in canary_outputs(gold, base, inputs):
         result = compare(outputs, gold, base, tol, exhaustive=False)
         if not result.passed and result.mismatch is not None and result.mismatch.check != "allclose":
-            warnings.append(f"{problem.name}: a kernel returning {name} passes the elementwise tolerance on {where}; only the normwise rules reject it")
+            warnings.append(
+                f"{problem.name}: a kernel returning {name} passes the elementwise tolerance on {where}; only the normwise rules reject it"
+            )
         if result.passed:
             raise ProblemError(
                 f"{problem.name}: degenerate for its own checks: a kernel returning {name} passes "
@@ -59,7 +63,9 @@ def audit_problem(problem: Problem, device: str = "cpu") -> list[str]:
         return []
     footprint = largest_footprint(problem)
     if footprint.inputs + footprint.outputs > LOAD_AUDIT_BYTES:
-        return [f"{problem.name}: too large to audit at load ({footprint.describe()}); the canaries run inside each evaluation"]
+        return [
+            f"{problem.name}: too large to audit at load ({footprint.describe()}); the canaries run inside each evaluation"
+        ]
     maker = CaseMaker(problem, device)
     warnings: list[str] = []
     for dtype in problem.dtypes:
@@ -71,8 +77,12 @@ def audit_problem(problem: Problem, device: str = "cpu") -> list[str]:
                 inputs = maker.inputs(shape, dtype, distribution, fresh_seed())
                 gold, base = maker.reference(inputs)
                 golds.append(gold)
-                warnings += check_canaries(problem, gold, base, inputs, tol, f"shape {list(shape)}, {dtype}, {distribution} inputs")
+                warnings += check_canaries(
+                    problem, gold, base, inputs, tol, f"shape {list(shape)}, {dtype}, {distribution} inputs"
+                )
             again, _ = maker.reference(maker.inputs(shape, dtype, problem.distributions[0], fresh_seed()))
             if problem.kind == "native" and all(torch.equal(a, b) for a, b in zip(golds[0], again)):
-                raise ProblemError(f"{problem.name}: the reference output does not depend on the inputs (shape {list(shape)}); a constant would pass")
+                raise ProblemError(
+                    f"{problem.name}: the reference output does not depend on the inputs (shape {list(shape)}); a constant would pass"
+                )
     return sorted(set(warnings))

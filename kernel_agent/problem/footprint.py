@@ -32,7 +32,9 @@ BASE_BYTES = int(1.5 * GB)  # interpreters, torch, the prefaulted heap: per proc
 SEGMENT_FACTOR = 1.0
 ORCHESTRATOR_FACTOR = 2.5  # a check case's inputs and the same-dtype reference with its temporaries
 GOLD_FACTOR = 3.0  # on top, for the float64 gold: the inputs' float64 copies and the gold's temporaries
-WORKER_FACTOR = 3.5  # per worker: the kernel's temporaries and outputs (KLDivLoss: 3.45), and inputs up to 256 MB copied for checks
+WORKER_FACTOR = (
+    3.5  # per worker: the kernel's temporaries and outputs (KLDivLoss: 3.45), and inputs up to 256 MB copied for checks
+)
 PARAMETER_FACTOR = 6.0  # x parameters in all: model + float64 gold model + sealed state segment + two workers' models
 
 
@@ -57,7 +59,11 @@ class Footprint:
     def needed_without_gold(self) -> int:
         """Host memory when the largest cases are compared with the same-dtype reference only."""
         per_call = self.inputs + self.outputs
-        return int((SEGMENT_FACTOR + ORCHESTRATOR_FACTOR + 2 * WORKER_FACTOR) * per_call + PARAMETER_FACTOR * self.parameters + 3 * BASE_BYTES)
+        return int(
+            (SEGMENT_FACTOR + ORCHESTRATOR_FACTOR + 2 * WORKER_FACTOR) * per_call
+            + PARAMETER_FACTOR * self.parameters
+            + 3 * BASE_BYTES
+        )
 
     def describe(self) -> str:
         return f"one call's working set {_gb(self.working_set)} (inputs {_gb(self.inputs)}, outputs {_gb(self.outputs)}, parameters {_gb(self.parameters)})"
@@ -103,7 +109,9 @@ def largest_footprint(problem: Problem) -> Footprint:
     if problem.kind == "kernelbench":
         assert problem.module is not None
         return kernelbench_footprint(problem.module)
-    prints = [native_footprint(problem, shape, dtype) for dtype in problem.dtypes for shape in problem.all_check_shapes()]
+    prints = [
+        native_footprint(problem, shape, dtype) for dtype in problem.dtypes for shape in problem.all_check_shapes()
+    ]
     return max(prints, key=lambda f: f.needed)
 
 

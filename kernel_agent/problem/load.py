@@ -111,7 +111,12 @@ def _shape_list(value: Any, what: str, path: Path) -> list[Shape]:
     for item in value:
         if isinstance(item, int) and not isinstance(item, bool):
             item = (item,)
-        if isinstance(item, bool) or not isinstance(item, (list, tuple)) or not item or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in item):
+        if (
+            isinstance(item, bool)
+            or not isinstance(item, (list, tuple))
+            or not item
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in item)
+        ):
             raise ProblemError(f"{path}: {what} holds {item!r}; each shape must be a tuple of positive ints")
         shapes.append(tuple(item))
     return shapes
@@ -175,8 +180,14 @@ def _load_native(folder: Path) -> Problem:
     device = getattr(module, "DEVICE", "cpu")
     if not isinstance(device, str) or device not in ("cpu", "cuda"):
         raise ProblemError(f"{problem_file}: DEVICE must be 'cpu' or 'cuda', not {device!r}")
-    tolerances = {**DEFAULT_TOLERANCES, **_dtype_map(getattr(module, "TOLERANCES", {}), "TOLERANCES", problem_file, pair=True)}
-    norm_tolerances = {**DEFAULT_NORM_TOLERANCES, **_dtype_map(getattr(module, "NORM_TOLERANCES", {}), "NORM_TOLERANCES", problem_file, pair=False)}
+    tolerances = {
+        **DEFAULT_TOLERANCES,
+        **_dtype_map(getattr(module, "TOLERANCES", {}), "TOLERANCES", problem_file, pair=True),
+    }
+    norm_tolerances = {
+        **DEFAULT_NORM_TOLERANCES,
+        **_dtype_map(getattr(module, "NORM_TOLERANCES", {}), "NORM_TOLERANCES", problem_file, pair=False),
+    }
     tunables = getattr(module, "TUNABLES", {})
     if not isinstance(tunables, dict):
         raise ProblemError(f"{problem_file}: TUNABLES must be a dict of name -> list of values")
@@ -185,7 +196,12 @@ def _load_native(folder: Path) -> Problem:
             raise ProblemError(f"{problem_file}: TUNABLES keys must be identifiers, not {key!r}")
         if not isinstance(values, (list, tuple)) or not values:
             raise ProblemError(f"{problem_file}: TUNABLES[{key!r}] must be a non-empty list of values")
-    distributions = _str_list(getattr(module, "INPUT_DISTRIBUTIONS", ["normal", "uniform"]), "INPUT_DISTRIBUTIONS", KNOWN_DISTRIBUTIONS, problem_file)
+    distributions = _str_list(
+        getattr(module, "INPUT_DISTRIBUTIONS", ["normal", "uniform"]),
+        "INPUT_DISTRIBUTIONS",
+        KNOWN_DISTRIBUTIONS,
+        problem_file,
+    )
     for text_field in ("NAME", "DESCRIPTION"):
         if text_field in vars(module) and not isinstance(vars(module)[text_field], str):
             raise ProblemError(f"{problem_file}: {text_field} must be a string")
@@ -221,7 +237,9 @@ def _load_kernelbench(file: Path) -> Problem:
             inputs = module.get_inputs()
     except Exception as exc:
         raise ProblemError(f"{file}: get_inputs() failed: {type(exc).__name__}: {exc}") from None
-    float_dtypes = {str(t.dtype).removeprefix("torch.") for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()}
+    float_dtypes = {
+        str(t.dtype).removeprefix("torch.") for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()
+    }
     dtypes = sorted(float_dtypes & set(KNOWN_DTYPES)) or ["float32"]
     return Problem(
         name=file.stem,

@@ -90,7 +90,9 @@ class CaseMaker:
         else:
             drawn = list(self.module.make_inputs(shape, torch_dtype(dtype), "cpu", generator))
         if distribution == "uniform":
-            drawn = [torch.rand(t.shape, generator=generator, dtype=t.dtype) if t.is_floating_point() else t for t in drawn]
+            drawn = [
+                torch.rand(t.shape, generator=generator, dtype=t.dtype) if t.is_floating_point() else t for t in drawn
+            ]
         return [t.contiguous() for t in drawn]
 
     # ---- references -----------------------------------------------------------
@@ -113,7 +115,9 @@ class CaseMaker:
             assert model is not None
             return tuple(t.cpu() for t in as_outputs(model(*on_device)))
 
-    def reference(self, inputs: list[torch.Tensor], gold: bool = True) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+    def reference(
+        self, inputs: list[torch.Tensor], gold: bool = True
+    ) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
         """(gold in float64, base in the inputs' dtype), both on CPU; (base, base) when `gold` is False
         (a case whose float64 copies would not fit the memory budget).
 

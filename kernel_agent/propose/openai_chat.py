@@ -53,9 +53,13 @@ def resolve_api_key(key_file: Path | None = None) -> str:
         try:
             key = Path(key_file).read_text().strip()
         except OSError as exc:
-            raise ProviderConfigError(f"{key_file}: cannot read the API key file ({exc.strerror}); fix the path or set {API_KEY_ENV}") from None
+            raise ProviderConfigError(
+                f"{key_file}: cannot read the API key file ({exc.strerror}); fix the path or set {API_KEY_ENV}"
+            ) from None
         if not key:
-            raise ProviderConfigError(f"{key_file}: the API key file is empty; write the key into it or set {API_KEY_ENV}")
+            raise ProviderConfigError(
+                f"{key_file}: the API key file is empty; write the key into it or set {API_KEY_ENV}"
+            )
         return key
     key = os.environ.get(API_KEY_ENV, "").strip()
     if not key:
@@ -81,16 +85,22 @@ def load_prices(path: Path | None = None) -> dict[str, tuple[float, float]]:
         raise ProviderConfigError(f"{path}: not valid TOML ({exc})") from None
     table = data.get("prices", {})
     if not isinstance(table, dict):
-        raise ProviderConfigError(f"{path}: [prices] must be a table of \"model\" = [in, out]")
+        raise ProviderConfigError(f'{path}: [prices] must be a table of "model" = [in, out]')
     for model, pair in table.items():
         prices[model] = _price_pair(pair, model, path)
     return prices
 
 
 def _price_pair(pair: Any, model: str, path: Path) -> tuple[float, float]:
-    ok = isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in pair)
+    ok = (
+        isinstance(pair, list)
+        and len(pair) == 2
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in pair)
+    )
     if not ok:
-        raise ProviderConfigError(f"{path}: prices.{model!r} must be [usd_per_1M_prompt, usd_per_1M_completion], two non-negative numbers")
+        raise ProviderConfigError(
+            f"{path}: prices.{model!r} must be [usd_per_1M_prompt, usd_per_1M_completion], two non-negative numbers"
+        )
     return float(pair[0]), float(pair[1])
 
 
@@ -117,7 +127,9 @@ def prompt_hash(request: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def to_proposals(texts: list[str], entry_point: str, origin: str, call_index: int, finish_reasons: list[str | None] | None = None) -> list[Proposal]:
+def to_proposals(
+    texts: list[str], entry_point: str, origin: str, call_index: int, finish_reasons: list[str | None] | None = None
+) -> list[Proposal]:
     """One Proposal per choice; a reply without a usable module becomes a parse error, not a crash."""
     proposals = []
     for i, text in enumerate(texts):
@@ -125,7 +137,11 @@ def to_proposals(texts: list[str], entry_point: str, origin: str, call_index: in
         finish = finish_reasons[i] if finish_reasons and i < len(finish_reasons) else None
         if reason and finish == "length":
             reason += " (the reply hit max_tokens)"
-        proposals.append(Proposal(source=source, origin=origin, note=summary_line(text), parse_error=reason, llm_call_index=call_index))
+        proposals.append(
+            Proposal(
+                source=source, origin=origin, note=summary_line(text), parse_error=reason, llm_call_index=call_index
+            )
+        )
     return proposals
 
 
@@ -153,8 +169,14 @@ class OpenAIProvider:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         _validate(
-            base_url=base_url, model=model, api_key=api_key, temperature=temperature,
-            n=n, max_tokens=max_tokens, request_timeout=request_timeout, max_retries=max_retries,
+            base_url=base_url,
+            model=model,
+            api_key=api_key,
+            temperature=temperature,
+            n=n,
+            max_tokens=max_tokens,
+            request_timeout=request_timeout,
+            max_retries=max_retries,
         )
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -197,9 +219,17 @@ class OpenAIProvider:
             raise ProviderConfigError(f"prompt template error: {exc}; fix the template or drop --prompts") from None
 
     def request_body(self, messages: list[dict[str, str]], n: int) -> dict[str, Any]:
-        return {"messages": messages, "model": self.model, "temperature": self.temperature, "n": n, "max_tokens": self.max_tokens}
+        return {
+            "messages": messages,
+            "model": self.model,
+            "temperature": self.temperature,
+            "n": n,
+            "max_tokens": self.max_tokens,
+        }
 
-    def _exchange(self, messages: list[dict[str, str]], n: int, cache_lookup: Callable[[str], LLMCall | None]) -> tuple[LLMCall, list[str | None]]:
+    def _exchange(
+        self, messages: list[dict[str, str]], n: int, cache_lookup: Callable[[str], LLMCall | None]
+    ) -> tuple[LLMCall, list[str | None]]:
         """One cached reuse or one live exchange (with its retries)."""
         request = self.request_body(messages, n)
         key = prompt_hash(request)
@@ -217,7 +247,9 @@ class OpenAIProvider:
                 response = self.client.chat.completions.create(**request)
             except Exception as exc:  # endpoint faults of any kind are recorded, never raised
                 if not (retryable(exc) and call.attempts <= self.max_retries):
-                    call.error = f"{describe(exc, self.request_timeout)} ({_attempts_text(call.attempts, retryable(exc))})"
+                    call.error = (
+                        f"{describe(exc, self.request_timeout)} ({_attempts_text(call.attempts, retryable(exc))})"
+                    )
                     call.latency_s = time.monotonic() - start
                     return call, []
                 self._sleep(self.backoff_delay(call.attempts, exc))
@@ -249,7 +281,9 @@ class OpenAIProvider:
 def _validate(**options: Any) -> None:
     """Reject nonsense settings up front, in one line naming the option."""
     if not options["base_url"] or not str(options["base_url"]).startswith(("http://", "https://")):
-        raise ProviderConfigError(f"base URL {options['base_url']!r} must start with http:// or https:// (e.g. https://api.openai.com/v1)")
+        raise ProviderConfigError(
+            f"base URL {options['base_url']!r} must start with http:// or https:// (e.g. https://api.openai.com/v1)"
+        )
     if not options["model"]:
         raise ProviderConfigError("no model name: pass --model (e.g. gpt-4o-mini)")
     if not options["api_key"]:
@@ -292,7 +326,11 @@ def retry_after(exc: Exception | None) -> float:
 def describe(exc: Exception, timeout: float) -> str:
     """One line for an endpoint fault, naming the likely fix where there is one."""
     if isinstance(exc, openai.APIStatusError):
-        hint = {401: "; check the API key", 403: "; check the API key's permissions", 404: "; check --model and --base-url"}.get(exc.status_code, "")
+        hint = {
+            401: "; check the API key",
+            403: "; check the API key's permissions",
+            404: "; check --model and --base-url",
+        }.get(exc.status_code, "")
         return _one_line(f"HTTP {exc.status_code}: {_error_message(exc)}{hint}")
     if isinstance(exc, openai.APITimeoutError):
         return f"request timed out after {timeout:g} s"

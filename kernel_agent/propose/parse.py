@@ -60,7 +60,9 @@ def _defines(tree: ast.Module, name: str) -> bool:
     """`checks.defines`, plus annotated assignments (`kernel: Callable = ...`)."""
     if defines(tree, name):
         return True
-    return any(isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.target.id == name for n in tree.body)
+    return any(
+        isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.target.id == name for n in tree.body
+    )
 
 
 def check_module(source: str, entry_point: str) -> str | None:

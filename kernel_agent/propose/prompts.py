@@ -97,7 +97,9 @@ def template_variables(context: ProposalContext) -> dict[str, Any]:
         "parents": [parent_view(p, i) for i, p in enumerate(parents)] or [baseline_view(context.baseline_source)],
         "profile_lines": profile_lines(context.profile),
         "best_profile_lines": profile_lines(context.best_profile, "best candidate") if parents else [],
-        "best_label": f"candidate #{parents[0].candidate_id}, {_speedup(parents[0].speedup)} over the baseline" if parents else "",
+        "best_label": f"candidate #{parents[0].candidate_id}, {_speedup(parents[0].speedup)} over the baseline"
+        if parents
+        else "",
         "history": [attempt_view(a) for a in recent(context.history)],
         "history_total": len(context.history),
         "repair": bool(failures),
@@ -160,7 +162,11 @@ def entry_signature(baseline_source: str, problem: Problem) -> str:
 def _class_signature(tree: ast.Module, name: str, new_name: str) -> str:
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == name:
-            methods = [f"def {m.name}({ast.unparse(m.args)})" for m in node.body if isinstance(m, ast.FunctionDef) and m.name in ("__init__", "forward")]
+            methods = [
+                f"def {m.name}({ast.unparse(m.args)})"
+                for m in node.body
+                if isinstance(m, ast.FunctionDef) and m.name in ("__init__", "forward")
+            ]
             return f"class {new_name}(nn.Module) with " + " and ".join(methods)
     return f"class {new_name}(nn.Module)"
 
@@ -190,10 +196,10 @@ def backend_rules(problem: Problem, backend: str, device: str) -> list[str]:
 BACKEND_LABELS = {"cpp": "C++", "triton": "Triton", "cuda": "CUDA", "torch": "PyTorch", "any": "custom"}
 BACKEND_RULES: dict[str, list[str]] = {
     "cpp": [
-        "C++ backend: put ALL C/C++ code in ONE module-level plain string literal `CPP_SOURCE = r\"\"\"...\"\"\"`"
+        'C++ backend: put ALL C/C++ code in ONE module-level plain string literal `CPP_SOURCE = r"""..."""`'
         " (no f-string, no concatenation, no formatting): the trusted side compiles that literal before your module runs.",
         "Load it at import with `from kernel_agent.cpp import load_library, ptr` and `LIB = load_library(CPP_SOURCE)`;"
-        " export `extern \"C\"` functions and call them with `ptr(tensor)` for pointers and ctypes scalars"
+        ' export `extern "C"` functions and call them with `ptr(tensor)` for pointers and ctypes scalars'
         " (`ctypes.c_long`, `ctypes.c_int`, `ctypes.c_float`).",
         "It is compiled with `gcc " + " ".join(f for f in cpp.DEFAULT_FLAGS if f not in ("-x", "c++")) + "`:"
         " OpenMP pragmas and SIMD intrinsics (`#include <immintrin.h>`) are allowed; make tensors contiguous before passing pointers.",
@@ -274,7 +280,11 @@ def profile_lines(profile: dict[str, Any] | None, who: str = "baseline") -> list
         return []
     found = {role: _first(profile, names) for role, names in _ALIASES.items()}
     used = {name for names in _ALIASES.values() for name in names if name in profile}
-    lines = [line for line in (_timing_line(found, who), _work_line(found), _rate_line(found, who), _bound_line(found)) if line]
+    lines = [
+        line
+        for line in (_timing_line(found, who), _work_line(found), _rate_line(found, who), _bound_line(found))
+        if line
+    ]
     for key, value in profile.items():
         if key not in used:
             lines.append(f"{key}: {_value(value)}")

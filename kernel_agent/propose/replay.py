@@ -53,5 +53,7 @@ class ReplayProvider:
 def _call_from_dict(item: Any, path: Path) -> LLMCall:
     known = {f.name for f in fields(LLMCall)}
     if not isinstance(item, dict) or not {"prompt_hash", "model", "base_url", "request", "response_texts"} <= set(item):
-        raise ProviderConfigError(f"{path}: each recorded call needs prompt_hash, model, base_url, request and response_texts")
+        raise ProviderConfigError(
+            f"{path}: each recorded call needs prompt_hash, model, base_url, request and response_texts"
+        )
     return LLMCall(**{k: v for k, v in item.items() if k in known})

@@ -47,7 +47,9 @@ class SearchProvider:
     """
 
     name = "search"
-    reads_profile = False  # it times tunables; the operator breakdown would cost a second per accepted candidate for nothing
+    reads_profile = (
+        False  # it times tunables; the operator breakdown would cost a second per accepted candidate for nothing
+    )
 
     def propose(self, context: ProposalContext) -> ProposalBatch:
         space = _Space.of(context.problem.tunables)

@@ -90,8 +90,12 @@ def _sites(tree: ast.Module, source: str, starts: list[int], name: str) -> list[
     if defines:
         return defines
     if non_literal is not None:
-        raise TunableError(f"tunable {name}: assigned a non-literal expression at line {non_literal}; use a plain literal")
-    raise TunableError(f"tunable {name}: no module-level `{name} = <literal>` and no `#define {name} <value>` in the source")
+        raise TunableError(
+            f"tunable {name}: assigned a non-literal expression at line {non_literal}; use a plain literal"
+        )
+    raise TunableError(
+        f"tunable {name}: no module-level `{name} = <literal>` and no `#define {name} <value>` in the source"
+    )
 
 
 def _python_sites(tree: ast.Module, source: str, starts: list[int], name: str) -> tuple[list[_Site], int | None]:
@@ -158,18 +162,29 @@ def _string_spans(tree: ast.Module, source: str, starts: list[int]) -> list[tupl
     """Source spans of plain string literals outside function and class bodies and the module docstring."""
     spans: list[tuple[int, int]] = []
     for index, statement in enumerate(tree.body):
-        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or (index == 0 and _is_docstring(statement)):
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or (
+            index == 0 and _is_docstring(statement)
+        ):
             continue
         in_fstring = {id(n) for f in ast.walk(statement) if isinstance(f, ast.JoinedStr) for n in ast.walk(f)}
         for node in ast.walk(statement):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.end_lineno is not None and id(node) not in in_fstring:
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.end_lineno is not None
+                and id(node) not in in_fstring
+            ):
                 start = _offset(source, starts, node.lineno, node.col_offset)
                 spans.append((start, _offset(source, starts, node.end_lineno, node.end_col_offset or 0)))
     return spans
 
 
 def _is_docstring(statement: ast.stmt) -> bool:
-    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) and isinstance(statement.value.value, str)
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+    )
 
 
 def _parse_define_value(token: str) -> Value:

@@ -63,7 +63,9 @@ def may_ship(record: rq.CandidateRecord, approved_only: bool = False) -> bool:
     return decision != "reject"
 
 
-def queue(db: Database, run_id: int, kernel: str | None = None) -> list[tuple[rq.KernelRecord, list[rq.CandidateRecord]]]:
+def queue(
+    db: Database, run_id: int, kernel: str | None = None
+) -> list[tuple[rq.KernelRecord, list[rq.CandidateRecord]]]:
     """What `review RUN` walks: each kernel with its accepted or flagged candidates, best first."""
     kernels = rq.run_kernels(db, run_id, [kernel] if kernel else None)
     return [(k, rq.reviewable(k)) for k in kernels]

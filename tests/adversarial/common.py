@@ -64,7 +64,13 @@ class Fixture:
         )
         # One thread: on a small shared CI machine, two OpenMP threads that spin at barriers while
         # the other is descheduled make single blocks 100x slower and the timing meaningless.
-        kwargs: dict[str, object] = {"sandbox_root": sandbox_root, "limits": limits, "timeout": 60.0, "timing_rounds": 4, "threads": 1}
+        kwargs: dict[str, object] = {
+            "sandbox_root": sandbox_root,
+            "limits": limits,
+            "timeout": 60.0,
+            "timing_rounds": 4,
+            "threads": 1,
+        }
         if "rounds" in opts:
             kwargs["timing_rounds"] = int(opts.pop("rounds"))  # the header says rounds: timing rounds
         if "timeout" in opts:
@@ -94,7 +100,9 @@ def load_fixture(path: Path) -> Fixture:
     for item in (_field(doc, "OPTIONS") or "").split():
         key, value = item.split("=")
         options[key] = float(value)
-    return Fixture(path, row, expect, reason, _problem(_field(doc, "PROBLEM")), options, (_field(doc, "PARAMS") or "").split())
+    return Fixture(
+        path, row, expect, reason, _problem(_field(doc, "PROBLEM")), options, (_field(doc, "PARAMS") or "").split()
+    )
 
 
 def _problem(name: str | None) -> Path:
@@ -108,7 +116,9 @@ def all_fixtures() -> list[Fixture]:
     return [load_fixture(p) for p in sorted(FIXTURES.glob("*.py"))]
 
 
-def run_fixture(fixture: Fixture, sandbox_root: Path, params: dict[str, str] | None = None, **overrides: object) -> Verdict:
+def run_fixture(
+    fixture: Fixture, sandbox_root: Path, params: dict[str, str] | None = None, **overrides: object
+) -> Verdict:
     """Evaluate the fixture through the real evaluation path (sandbox, workers, timing)."""
     problem = load_problem(fixture.problem)
     return evaluate(problem, fixture.render(**(params or {})), fixture.eval_options(sandbox_root, **overrides))
@@ -136,7 +146,12 @@ def sandbox_processes(sandbox_root: Path | None = None) -> list[tuple[int, str]]
         if "State:\tZ" in status:
             continue
         uid_match = re.search(r"^Uid:\s+(\d+)", status, re.MULTILINE)
-        ours = root is not None and uid_match is not None and int(uid_match.group(1)) == SANDBOX_UID and (root in cmdline or cwd.startswith(root))
+        ours = (
+            root is not None
+            and uid_match is not None
+            and int(uid_match.group(1)) == SANDBOX_UID
+            and (root in cmdline or cwd.startswith(root))
+        )
         if ours or _descends_from(int(entry.name), me):
             found.append((int(entry.name), cmdline[:120]))
     return found

@@ -101,11 +101,21 @@ def main() -> int:
         ok = verdict.status in fixture.expect.split("|") and any(r in verdict.reason for r in fixture.reason.split("|"))
         mismatches += not ok
         reason = verdict.reason.replace("|", "/")[:110] or "-"
-        lines.append(f"| `{fixture.name}` | {fixture.row} | {fixture.expect.replace('|', ' or ')} | {verdict.status} | {'yes' if ok else '**NO**'} | {verdict.isolation.split(' (')[0]} | {reason} |")
+        lines.append(
+            f"| `{fixture.name}` | {fixture.row} | {fixture.expect.replace('|', ' or ')} | {verdict.status} | {'yes' if ok else '**NO**'} | {verdict.isolation.split(' (')[0]} | {reason} |"
+        )
         print(f"{'ok ' if ok else 'BAD'} {fixture.name:32s} {verdict.status:13s} {verdict.reason[:90]}", flush=True)
-    lines += ["", "## GPU-only rows (not defended or exercised on CPU)", "", "| fixture | THREATS row | expected | observed | note |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## GPU-only rows (not defended or exercised on CPU)",
+        "",
+        "| fixture | THREATS row | expected | observed | note |",
+        "|---|---|---|---|---|",
+    ]
     for name, row, expected, note in GPU_ROWS:
-        lines.append(f"| `gpu_fixtures/{name}` | {row} | {expected} | not run (no GPU) | {note}; run `tests/adversarial/run_gpu_fixtures.py` |")
+        lines.append(
+            f"| `gpu_fixtures/{name}` | {row} | {expected} | not run (no GPU) | {note}; run `tests/adversarial/run_gpu_fixtures.py` |"
+        )
     lines.append(KNOWN_LIMITS)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")

@@ -35,12 +35,25 @@ def main() -> int:
     for path in sorted((HERE / "gpu_fixtures").glob("*.py")):
         fixture = load_fixture(path)
         with tempfile.TemporaryDirectory() as tmp:
-            verdict = evaluate(problem, path.read_text(), EvalOptions(device="cuda", sandbox_root=Path(tmp), timing_rounds=args.rounds, timeout=120))
+            verdict = evaluate(
+                problem,
+                path.read_text(),
+                EvalOptions(device="cuda", sandbox_root=Path(tmp), timing_rounds=args.rounds, timeout=120),
+            )
         ok = verdict.status in fixture.expect.split("|") and any(r in verdict.reason for r in fixture.reason.split("|"))
         failures += not ok
-        row = {"fixture": path.stem, "row": fixture.row, "expected": fixture.expect, "observed": verdict.status, "ok": ok}
+        row = {
+            "fixture": path.stem,
+            "row": fixture.row,
+            "expected": fixture.expect,
+            "observed": verdict.status,
+            "ok": ok,
+        }
         rows.append({**row, "speedup": verdict.speedup, "reason": verdict.reason[:160], "isolation": verdict.isolation})
-        print(f"{'ok ' if ok else 'BAD'} {path.stem:28s} row {fixture.row:8s} expected {fixture.expect:24s} observed {verdict.status:13s} {verdict.reason[:100]}", flush=True)
+        print(
+            f"{'ok ' if ok else 'BAD'} {path.stem:28s} row {fixture.row:8s} expected {fixture.expect:24s} observed {verdict.status:13s} {verdict.reason[:100]}",
+            flush=True,
+        )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
     return 1 if failures else 0

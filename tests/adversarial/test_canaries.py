@@ -12,7 +12,9 @@ from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
 from kernel_agent.problem.canaries import audit_problem
 from kernel_agent.problem.load import load_problem
 
-EXAMPLES = sorted(p for p in (ROOT / "examples").iterdir() if (p / "problem.py").is_file()) + sorted((ROOT / "examples" / "kernelbench").glob("*.py"))
+EXAMPLES = sorted(p for p in (ROOT / "examples").iterdir() if (p / "problem.py").is_file()) + sorted(
+    (ROOT / "examples" / "kernelbench").glob("*.py")
+)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])

@@ -36,7 +36,9 @@ def test_fixture_verdict(tmp_path: Path, fixture) -> None:
     verdict = run_fixture(fixture, sandbox_root)
     allowed = fixture.expect.split("|")
     assert verdict.status in allowed, f"{fixture.name}: {verdict.status}: {verdict.reason}"
-    assert any(r in verdict.reason for r in fixture.reason.split("|")), f"{fixture.name}: {verdict.reason!r} lacks {fixture.reason!r}"
+    assert any(r in verdict.reason for r in fixture.reason.split("|")), (
+        f"{fixture.name}: {verdict.reason!r} lacks {fixture.reason!r}"
+    )
     assert "\n" not in verdict.reason
     if verdict.passed:
         assert verdict.correct is True and verdict.speedup is not None

@@ -16,7 +16,9 @@ from kernel_agent.evaluate.backends.lint import defines
 from kernel_agent.problem.load import ProblemError, load_problem
 from kernel_agent.propose.parse import _extract
 
-FUZZ = settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+FUZZ = settings(
+    max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
+)
 
 # Python literals of every shape a careless or hostile problem file might use.
 literal = st.recursive(
@@ -28,10 +30,23 @@ literal = st.recursive(
         st.text(max_size=12),
         st.sampled_from(["float32", "float16", "bfloat16", "float64", "int8", "cpu", "cuda", "normal", "uniform"]),
     ),
-    lambda inner: st.one_of(st.lists(inner, max_size=4), st.tuples(inner, inner), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.tuples(inner, inner), st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
     max_leaves=10,
 )
-FIELDS = ["SHAPES", "CHECK_SHAPES", "DTYPES", "DEVICE", "TOLERANCES", "NORM_TOLERANCES", "TUNABLES", "INPUT_DISTRIBUTIONS", "NAME", "DESCRIPTION"]
+FIELDS = [
+    "SHAPES",
+    "CHECK_SHAPES",
+    "DTYPES",
+    "DEVICE",
+    "TOLERANCES",
+    "NORM_TOLERANCES",
+    "TUNABLES",
+    "INPUT_DISTRIBUTIONS",
+    "NAME",
+    "DESCRIPTION",
+]
 VALID = {
     "SHAPES": "[(4, 8)]",
     "CHECK_SHAPES": "[(1, 1), (3, 5)]",
@@ -44,7 +59,14 @@ FUNCTIONS = {
     "reference": "def reference(x):\n    return x * 2\n",
     "make_inputs": "def make_inputs(shape, dtype, device, generator):\n    return (torch.randn(shape, generator=generator, dtype=dtype, device=device),)\n",
 }
-BROKEN_FUNCTIONS = ["reference = 3\n", "make_inputs = None\n", "def reference(:\n", "raise RuntimeError('boom at import')\n", "import does_not_exist_module\n", "x = 1 / 0\n"]
+BROKEN_FUNCTIONS = [
+    "reference = 3\n",
+    "make_inputs = None\n",
+    "def reference(:\n",
+    "raise RuntimeError('boom at import')\n",
+    "import does_not_exist_module\n",
+    "x = 1 / 0\n",
+]
 
 
 @st.composite
@@ -94,7 +116,10 @@ json_value = st.recursive(
     max_leaves=12,
 )
 verdict_keys = st.sampled_from(list(Verdict.__dataclass_fields__) + ["bogus", ""])
-plausible = st.fixed_dictionaries({"status": st.sampled_from(["faster", "correct", "nope"])}, optional={k: json_value for k in Verdict.__dataclass_fields__ if k != "status"})
+plausible = st.fixed_dictionaries(
+    {"status": st.sampled_from(["faster", "correct", "nope"])},
+    optional={k: json_value for k in Verdict.__dataclass_fields__ if k != "status"},
+)
 verdict_like = st.one_of(json_value, st.dictionaries(verdict_keys, json_value, max_size=8), plausible)
 
 
@@ -110,9 +135,29 @@ def test_verdict_decoder_raises_only_value_or_type_error(data: object) -> None:
     assert again == verdict
 
 
-REPLY_PIECES = ["```", "```python\n", "```py\n", "```cpp\n", "~~~", "\n", "\r\n", "def kernel(x):\n", "    return x\n", "kernel = 1\n",
-                "class ModelNew:\n    pass\n", "import torch\n", "(", ":", "\x00", "é", "    "]
-replies = st.one_of(st.text(max_size=400), st.lists(st.one_of(st.sampled_from(REPLY_PIECES), st.text(max_size=12)), max_size=40).map("".join))
+REPLY_PIECES = [
+    "```",
+    "```python\n",
+    "```py\n",
+    "```cpp\n",
+    "~~~",
+    "\n",
+    "\r\n",
+    "def kernel(x):\n",
+    "    return x\n",
+    "kernel = 1\n",
+    "class ModelNew:\n    pass\n",
+    "import torch\n",
+    "(",
+    ":",
+    "\x00",
+    "é",
+    "    ",
+]
+replies = st.one_of(
+    st.text(max_size=400),
+    st.lists(st.one_of(st.sampled_from(REPLY_PIECES), st.text(max_size=12)), max_size=40).map("".join),
+)
 
 
 @FUZZ

@@ -43,7 +43,12 @@ def tree(folder: Path, skip: Path | None = None) -> dict[str, tuple[str, int, in
         info = path.lstat()
         kind = "link" if path.is_symlink() else "dir" if path.is_dir() else "file"
         content = digest(path) if kind == "file" else (os.readlink(path) if kind == "link" else "")
-        seen[str(path.relative_to(folder))] = (f"{kind}:{content}", info.st_mode, info.st_uid, info.st_size if kind == "file" else 0)
+        seen[str(path.relative_to(folder))] = (
+            f"{kind}:{content}",
+            info.st_mode,
+            info.st_uid,
+            info.st_size if kind == "file" else 0,
+        )
     return seen
 
 
@@ -106,8 +111,15 @@ def test_a_planted_secret_appears_nowhere(tmp_path: Path) -> None:
         "v = run_fixture(load_fixture(FIXTURES / 'c15_read_environ.py'), Path({!r}), keep_workdir=True)\n"
         "print(v.to_json())\n"
     ).format(str(ROOT / "tests"), str(sandbox))
-    env = {**os.environ, "OPENAI_API_KEY": SECRET, "KERNEL_AGENT_DB": f"sqlite:///{tmp_path}/{SECRET}.db", "SECRET_TOKEN": SECRET}
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    env = {
+        **os.environ,
+        "OPENAI_API_KEY": SECRET,
+        "KERNEL_AGENT_DB": f"sqlite:///{tmp_path}/{SECRET}.db",
+        "SECRET_TOKEN": SECRET,
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     verdict = json.loads(proc.stdout.strip().splitlines()[-1])
     assert verdict["status"] == "runtime_error" and "secrets found: none" in verdict["reason"], verdict["reason"]

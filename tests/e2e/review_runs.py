@@ -20,7 +20,9 @@ def fenced(path: Path) -> str:
     return f"Here is a faster kernel.\n```python\n{path.read_text()}```\n"
 
 
-def build_run(tmp_path: Path, attempts: int = 3, problem: Path = SOFTMAX, candidate: Path = CANDIDATES / "faster.py") -> dict:
+def build_run(
+    tmp_path: Path, attempts: int = 3, problem: Path = SOFTMAX, candidate: Path = CANDIDATES / "faster.py"
+) -> dict:
     """Optimize a problem (softmax64) for one round with one scripted reply (its known-faster rewrite);
     return the run's ids plus db and sandbox paths.
 
@@ -31,17 +33,50 @@ def build_run(tmp_path: Path, attempts: int = 3, problem: Path = SOFTMAX, candid
     for attempt in range(attempts):
         db, sandbox = tmp_path / f"runs{attempt}.db", tmp_path / "sandbox"
         with ScriptedServer([[fenced(candidate)]]) as server:
-            proc = run_cli("optimize", str(problem), "--provider", "openai", "--base-url", server.base_url, "--model", "scripted", "--rounds", "1",
-                           "--samples", "1", "--threads", "1", "--db", str(db), "--sandbox", str(sandbox), "--json", env={"OPENAI_API_KEY": "sk-test-not-a-real-key"})
+            proc = run_cli(
+                "optimize",
+                str(problem),
+                "--provider",
+                "openai",
+                "--base-url",
+                server.base_url,
+                "--model",
+                "scripted",
+                "--rounds",
+                "1",
+                "--samples",
+                "1",
+                "--threads",
+                "1",
+                "--db",
+                str(db),
+                "--sandbox",
+                str(sandbox),
+                "--json",
+                env={"OPENAI_API_KEY": "sk-test-not-a-real-key"},
+            )
         assert proc.returncode == 0, proc.stderr[-3000:]
         result = json.loads(proc.stdout)
         kernel = result["kernels"][0]
         if kernel["status"] == "improved" and kernel["best_candidate"]:
-            return {"db": db, "sandbox": sandbox, "run_id": result["run_id"], "best": kernel["best_candidate"], "kernel": kernel["name"]}
+            return {
+                "db": db,
+                "sandbox": sandbox,
+                "run_id": result["run_id"],
+                "best": kernel["best_candidate"],
+                "kernel": kernel["name"],
+            }
     raise AssertionError(f"the known-faster rewrite was not accepted in {attempts} runs: {kernel}")
 
 
 def cli_with_input(*args: str, stdin: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """`kernel-agent ARGS` with text piped to its stdin (the interactive review, driven by a script)."""
-    return subprocess.run([sys.executable, "-m", "kernel_agent", *args], cwd=ROOT, input=stdin, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "USER": "pipe-reviewer"})
+    return subprocess.run(
+        [sys.executable, "-m", "kernel_agent", *args],
+        cwd=ROOT,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "USER": "pipe-reviewer"},
+    )

@@ -30,7 +30,12 @@ from pathlib import Path
 from typing import Any
 
 NO_MORE_REPLIES = "no more scripted replies"
-ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error", 429: "rate_limit_error"}
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+}
 
 
 class ScriptedServer:
@@ -76,7 +81,9 @@ class ScriptedServer:
             return self._queue.popleft() if self._queue else NO_MORE_REPLIES
 
     def start(self) -> ScriptedServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, name="scripted-openai", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, name="scripted-openai", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -105,8 +112,15 @@ def completion_body(item: str | list[str], body: dict[str, Any], serial: int) ->
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body.get("model", "scripted"),
-        "choices": [{"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop", "logprobs": None} for i, t in enumerate(texts)],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens},
+        "choices": [
+            {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop", "logprobs": None}
+            for i, t in enumerate(texts)
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
     }
 
 
@@ -125,7 +139,9 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path.rstrip("/") == "/v1/models":
-                self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model", "owned_by": "tests"}]})
+                self._send(
+                    200, {"object": "list", "data": [{"id": "scripted", "object": "model", "owned_by": "tests"}]}
+                )
             else:
                 self._send(404, error_body(404, f"no route {self.path}"))
 
@@ -173,7 +189,9 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Serve scripted OpenAI chat-completions replies on 127.0.0.1.")
     parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--replies", type=Path, help="JSON list of scripted items (strings, lists of strings, {status}, {sleep, reply})")
+    parser.add_argument(
+        "--replies", type=Path, help="JSON list of scripted items (strings, lists of strings, {status}, {sleep, reply})"
+    )
     args = parser.parse_args(argv)
     replies = json.loads(args.replies.read_text()) if args.replies else []
     server = ScriptedServer(replies, port=args.port)

@@ -57,7 +57,14 @@ def count(db: Path, table: str) -> int:
 
 
 def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "kernel_agent", *args], cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "kernel_agent", *args],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def kill_when(proc: subprocess.Popen[str], ready, limit: float = 240) -> bool:
@@ -95,8 +102,25 @@ def test_sigkill_at_three_moments_then_resume_completes_without_duplicates(tmp_p
     env = {"OPENAI_API_KEY": "sk-test"}
     replies = [[reply(VARIANTS[i]), reply(VARIANTS[i + 1])] for i in range(0, len(VARIANTS), 2)]
     with ScriptedServer(replies) as server:
-        first = ["optimize", *kernels, "--provider", "openai", "--base-url", server.base_url, "--model", "scripted",
-                 "--rounds", "2", "--samples", "2", "--patience", "5", "--retries", "0", *base]
+        first = [
+            "optimize",
+            *kernels,
+            "--provider",
+            "openai",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "scripted",
+            "--rounds",
+            "2",
+            "--samples",
+            "2",
+            "--patience",
+            "5",
+            "--retries",
+            "0",
+            *base,
+        ]
         moments = [
             lambda: count(db, "llm_calls") >= 1,  # 1: right after the first LLM reply was stored
             lambda: count(db, "evaluations") >= 4,  # 2: evaluations in flight, some stored
@@ -108,7 +132,9 @@ def test_sigkill_at_three_moments_then_resume_completes_without_duplicates(tmp_p
             if kill_when(proc, moment):
                 killed += 1
                 time.sleep(1.0)
-                assert sandbox_processes(tmp_path / "sandbox") == [], "sandboxed workers outlived their killed orchestrator"
+                assert sandbox_processes(tmp_path / "sandbox") == [], (
+                    "sandboxed workers outlived their killed orchestrator"
+                )
             (run_id,) = query(db, "select max(id) from runs")[0]
             proc = start(["optimize", "--resume", str(run_id), *base], env)
         out, err = proc.communicate(timeout=600)
@@ -121,9 +147,17 @@ def test_sigkill_at_three_moments_then_resume_completes_without_duplicates(tmp_p
     assert query(db, "select status from runs") == [("completed",)]
     assert query(db, "pragma integrity_check") == [("ok",)]
     # Nothing duplicated: one row per distinct source per kernel, one evaluation per candidate.
-    assert query(db, "select count(*) from (select run_kernel_id, source_hash, count(*) n from candidates where source_hash is not null group by 1, 2 having n > 1)") == [(0,)]
-    assert query(db, "select count(*) from (select candidate_id, count(*) n from evaluations group by 1 having n > 1)") == [(0,)]
-    assert query(db, "select count(*) from candidates c left join evaluations e on e.candidate_id = c.id where c.source_hash is not null and e.id is null") == [(0,)]
+    assert query(
+        db,
+        "select count(*) from (select run_kernel_id, source_hash, count(*) n from candidates where source_hash is not null group by 1, 2 having n > 1)",
+    ) == [(0,)]
+    assert query(
+        db, "select count(*) from (select candidate_id, count(*) n from evaluations group by 1 having n > 1)"
+    ) == [(0,)]
+    assert query(
+        db,
+        "select count(*) from candidates c left join evaluations e on e.candidate_id = c.id where c.source_hash is not null and e.id is null",
+    ) == [(0,)]
     # No completed LLM call was requested twice: every request the server saw is distinct and stored once.
     bodies = [json.dumps(r["messages"], sort_keys=True) + str(r.get("n")) for r in requests]
     assert len(bodies) == len(set(bodies)), "a prompt was sent twice"
@@ -143,8 +177,29 @@ def test_budgets_stop_new_work_and_are_reported(tmp_path: Path) -> None:
     for flags, needle, check in cases:
         db = tmp_path / f"budget-{flags[0].strip('-')}.db"
         with ScriptedServer([[reply(v) for v in VARIANTS[:4]]] * 3) as server:
-            proc = run_cli("optimize", str(SOFTMAX), "--provider", "openai", "--base-url", server.base_url, "--model", "scripted", "--rounds", "3", "--samples", "4",
-                           "--db", str(db), "--sandbox", str(tmp_path / "sandbox"), "--threads", "1", "--json", *flags, env={"OPENAI_API_KEY": "sk-test"})
+            proc = run_cli(
+                "optimize",
+                str(SOFTMAX),
+                "--provider",
+                "openai",
+                "--base-url",
+                server.base_url,
+                "--model",
+                "scripted",
+                "--rounds",
+                "3",
+                "--samples",
+                "4",
+                "--db",
+                str(db),
+                "--sandbox",
+                str(tmp_path / "sandbox"),
+                "--threads",
+                "1",
+                "--json",
+                *flags,
+                env={"OPENAI_API_KEY": "sk-test"},
+            )
         assert proc.returncode == 0, proc.stderr[-2000:]
         kernel = json.loads(proc.stdout)["kernels"][0]
         assert kernel["status"] == "budget_reached" and needle in kernel["reason"], (flags, kernel)
@@ -155,9 +210,24 @@ def test_budgets_stop_new_work_and_are_reported(tmp_path: Path) -> None:
 def test_manifest_with_per_kernel_options_and_globs(tmp_path: Path) -> None:
     kernels = two_problems(tmp_path)
     manifest = tmp_path / "kernels.toml"
-    manifest.write_text(f'[defaults]\nrounds = 1\n\n[[kernel]]\npath = "{kernels[0].name}"\nsamples = 1\ntolerances = {{float32 = [1e-4, 1e-5]}}\nmax_candidates = 1\n')
-    proc = run_cli("optimize", "--manifest", str(manifest), str(tmp_path / "softmax_b*"), "--db", str(tmp_path / "m.db"), "--sandbox", str(tmp_path / "sb"),
-                   "--threads", "1", "--json", "--samples", "1")
+    manifest.write_text(
+        f'[defaults]\nrounds = 1\n\n[[kernel]]\npath = "{kernels[0].name}"\nsamples = 1\ntolerances = {{float32 = [1e-4, 1e-5]}}\nmax_candidates = 1\n'
+    )
+    proc = run_cli(
+        "optimize",
+        "--manifest",
+        str(manifest),
+        str(tmp_path / "softmax_b*"),
+        "--db",
+        str(tmp_path / "m.db"),
+        "--sandbox",
+        str(tmp_path / "sb"),
+        "--threads",
+        "1",
+        "--json",
+        "--samples",
+        "1",
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     names = [k["name"] for k in json.loads(proc.stdout)["kernels"]]
     assert sorted(names) == ["softmax_a", "softmax_b"]
@@ -173,8 +243,25 @@ def test_manifest_with_per_kernel_options_and_globs(tmp_path: Path) -> None:
 
 def test_endpoint_down_for_good_ends_kernels_with_a_status(tmp_path: Path) -> None:
     with ScriptedServer([{"status": 503}] * 20) as server:
-        proc = run_cli("optimize", str(SOFTMAX), "--provider", "openai", "--base-url", server.base_url, "--model", "scripted", "--retries", "1",
-                       "--db", str(tmp_path / "down.db"), "--sandbox", str(tmp_path / "sb"), "--threads", "1", env={"OPENAI_API_KEY": "sk-test"})
+        proc = run_cli(
+            "optimize",
+            str(SOFTMAX),
+            "--provider",
+            "openai",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "scripted",
+            "--retries",
+            "1",
+            "--db",
+            str(tmp_path / "down.db"),
+            "--sandbox",
+            str(tmp_path / "sb"),
+            "--threads",
+            "1",
+            env={"OPENAI_API_KEY": "sk-test"},
+        )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "503" in proc.stderr
     assert query(tmp_path / "down.db", "select status, reason from run_kernels")[0][0] == "provider_failed"

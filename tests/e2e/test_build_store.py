@@ -100,7 +100,11 @@ def test_store_is_private_and_quota_parses(tmp_path: Path, monkeypatch: pytest.M
     folder.mkdir(mode=0o755)
     store.secure(folder)
     assert folder.stat().st_mode & 0o777 == 0o700
-    assert store.parse_bytes("2G") == 2 << 30 and store.parse_bytes("512M") == 512 << 20 and store.parse_bytes("123") == 123
+    assert (
+        store.parse_bytes("2G") == 2 << 30
+        and store.parse_bytes("512M") == 512 << 20
+        and store.parse_bytes("123") == 123
+    )
     monkeypatch.setenv(store.QUOTA_ENV, "10M")
     assert context(tmp_path).quota_bytes == 10 << 20
 
@@ -152,7 +156,9 @@ def test_the_store_is_unreadable_to_the_sandbox_uid_without_namespaces(tmp_path:
     base = Path(tempfile.mkdtemp(dir="/tmp"))  # traversable parents, unlike pytest's 0700 tmp_path
     try:
         base.chmod(0o755)
-        library = build_in_sandbox(SMALL % 7, BuildContext(store=base / "store", isolation=probe(), sandbox_root=tmp_path / "sandbox"))
+        library = build_in_sandbox(
+            SMALL % 7, BuildContext(store=base / "store", isolation=probe(), sandbox_root=tmp_path / "sandbox")
+        )
         control = base / "open.txt"
         control.write_text("readable")
         command = wrap(["cat", str(control), str(library)], probe("process"), base)
@@ -174,7 +180,10 @@ def test_the_store_keeps_its_quota_after_each_build(tmp_path: Path) -> None:
 def test_a_huge_initialized_array_stops_at_the_size_cap_and_stores_nothing(tmp_path: Path) -> None:
     started = time.monotonic()
     with pytest.raises(BuildFailed, match="256 MB file-size limit"):
-        build_in_sandbox("static char big[2250000000] = {1, 2, 3};\nextern \"C\" char at(long i) { return big[i]; }\n", context(tmp_path))
+        build_in_sandbox(
+            'static char big[2250000000] = {1, 2, 3};\nextern "C" char at(long i) { return big[i]; }\n',
+            context(tmp_path),
+        )
     assert time.monotonic() - started < 30
     assert list((tmp_path / "store").iterdir()) == []
     assert list((tmp_path / "sandbox").iterdir()) == []  # the build folder went too
@@ -216,7 +225,10 @@ def test_no_time_left_means_no_build(tmp_path: Path) -> None:
 
 def test_build_rlimits_come_from_the_evaluations_limits(tmp_path: Path) -> None:
     with pytest.raises(BuildFailed, match="1 MB file-size limit"):
-        build_in_sandbox("static char big[4000000] = {1};\nextern \"C\" char at(long i) { return big[i]; }\n", context(tmp_path, limits=Limits(file_bytes=1 << 20)))
+        build_in_sandbox(
+            'static char big[4000000] = {1};\nextern "C" char at(long i) { return big[i]; }\n',
+            context(tmp_path, limits=Limits(file_bytes=1 << 20)),
+        )
 
 
 def _cmdline(proc: Path) -> str:
@@ -229,7 +241,9 @@ def _cmdline(proc: Path) -> str:
 # ---- the foreign-library fixture is a real attack -------------------------------------------------
 
 
-def test_the_foreign_key_fixture_targets_real_libraries_that_the_trusted_side_could_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_foreign_key_fixture_targets_real_libraries_that_the_trusted_side_could_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Its FOREIGN sources are the cpp_softmax example's, built into the persistent store here; run
     with the store readable (as the trusted side), its search finds them. The sandboxed run must not."""
     sys.path.insert(0, str(ROOT / "tests"))
@@ -239,7 +253,10 @@ def test_the_foreign_key_fixture_targets_real_libraries_that_the_trusted_side_co
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    examples = [ROOT / "examples" / "cpp_softmax" / "candidates" / "faster.py", ROOT / "examples" / "cpp_softmax" / "kernel.py"]
+    examples = [
+        ROOT / "examples" / "cpp_softmax" / "candidates" / "faster.py",
+        ROOT / "examples" / "cpp_softmax" / "kernel.py",
+    ]
     assert module.FOREIGN == [checks.module_string_literal(ast.parse(p.read_text()), "CPP_SOURCE") for p in examples]
     persistent = cpp.default_store()
     for source in module.FOREIGN:

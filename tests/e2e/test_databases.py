@@ -27,14 +27,32 @@ from kernel_agent.problem.load import load_problem
 from kernel_agent.propose.base import LLMCall
 
 PG_ENV = "KERNEL_AGENT_TEST_PG_URL"
-TABLES = {"sources", "problems", "runs", "run_kernels", "candidates", "evaluations", "llm_calls", "reviews", "device_ceilings", "alembic_version"}
+TABLES = {
+    "sources",
+    "problems",
+    "runs",
+    "run_kernels",
+    "candidates",
+    "evaluations",
+    "llm_calls",
+    "reviews",
+    "device_ceilings",
+    "alembic_version",
+}
 
 
 def _admin_connect(url: str):
     import psycopg
 
     parsed = make_url(url)
-    return psycopg.connect(host=parsed.host, port=parsed.port or 5432, user=parsed.username, password=parsed.password, dbname=parsed.database, autocommit=True)
+    return psycopg.connect(
+        host=parsed.host,
+        port=parsed.port or 5432,
+        user=parsed.username,
+        password=parsed.password,
+        dbname=parsed.database,
+        autocommit=True,
+    )
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -81,18 +99,47 @@ def test_store_round_trip(database_url: str) -> None:
         run_id = store.create_run(db, "openai", "scripted", {"kernels": [{"path": str(SOFTMAX)}], "executor": "ray"})
         run_kernel_id = store.add_run_kernel(db, run_id, problem_id)
         assert store.add_run_kernel(db, run_id, problem_id) == run_kernel_id
-        call = LLMCall(prompt_hash="p" * 64, model="scripted", base_url="http://127.0.0.1", request={"messages": [{"role": "user", "content": "hi"}]},
-                       response_texts=["```python\nx = 1\n```"], prompt_tokens=10, completion_tokens=5, latency_s=0.25, cost_usd=0.001, attempts=2)
+        call = LLMCall(
+            prompt_hash="p" * 64,
+            model="scripted",
+            base_url="http://127.0.0.1",
+            request={"messages": [{"role": "user", "content": "hi"}]},
+            response_texts=["```python\nx = 1\n```"],
+            prompt_tokens=10,
+            completion_tokens=5,
+            latency_s=0.25,
+            cost_usd=0.001,
+            attempts=2,
+        )
         call_id = store.add_llm_call(db, call, run_id, run_kernel_id, 1)
         store.add_llm_call(db, LLMCall("q" * 64, "scripted", "", {}, [], error="HTTP 500"), run_id, run_kernel_id, 1)
         source = "import torch\n\n\ndef kernel(x):\n    return torch.softmax(x, dim=-1)\n"
         ids = [
-            store.add_candidate(db, run_id=run_id, run_kernel_id=run_kernel_id, problem_id=problem_id, source=source if i == 0 else f"{source}\nY = {i}\n",
-                                baseline_source=problem.baseline_source, parent_id=None, parent_source=None, origin="openai", round=1, llm_call_id=call_id)
+            store.add_candidate(
+                db,
+                run_id=run_id,
+                run_kernel_id=run_kernel_id,
+                problem_id=problem_id,
+                source=source if i == 0 else f"{source}\nY = {i}\n",
+                baseline_source=problem.baseline_source,
+                parent_id=None,
+                parent_source=None,
+                origin="openai",
+                round=1,
+                llm_call_id=call_id,
+            )
             for i in range(2)
         ]
-        verdict = Verdict(status="faster", correct=True, speedup=2.5, speedup_ci=[2.1, 2.9], problem=problem.name, device="cpu",
-                          timing={"baseline": {"median_ms": 5.0}, "candidate": {"median_ms": 2.0}}, environment={"device_name": "cpu", "executor": {"kind": "ray"}})
+        verdict = Verdict(
+            status="faster",
+            correct=True,
+            speedup=2.5,
+            speedup_ci=[2.1, 2.9],
+            problem=problem.name,
+            device="cpu",
+            timing={"baseline": {"median_ms": 5.0}, "candidate": {"median_ms": 2.0}},
+            environment={"device_name": "cpu", "executor": {"kind": "ray"}},
+        )
         evaluation_id = store.add_evaluation(db, ids[0], verdict, 1.5)
         assert evaluation_id and store.find_candidate(db, run_kernel_id, source).id == ids[0]
         with db.session() as session:
@@ -103,7 +150,12 @@ def test_store_round_trip(database_url: str) -> None:
             assert (row.baseline_ms, row.candidate_ms, row.ci_low, row.ci_high) == (5.0, 2.0, 2.1, 2.9)
             assert session.get(RunRow, run_id).options["executor"] == "ray"
         cached = store.cached_call(db, "p" * 64)
-        assert cached is not None and cached.response_texts == call.response_texts and cached.attempts == 2 and cached.request == call.request
+        assert (
+            cached is not None
+            and cached.response_texts == call.response_texts
+            and cached.attempts == 2
+            and cached.request == call.request
+        )
         assert store.cached_call(db, "q" * 64) is None  # failed calls are not a cache
         assert [c.prompt_hash for c in store.recorded_calls(db, run_id)] == ["p" * 64]
         assert [c.prompt_hash for c in store.recorded_calls(db, run_id, problem.name)] == ["p" * 64]
@@ -130,8 +182,18 @@ def test_concurrent_store_writers_share_rows(database_url: str) -> None:
             run_id = store.create_run(db, "search", None, {})
             run_kernel_id = store.add_run_kernel(db, run_id, problem_id)
             for round_index in range(3):
-                store.add_candidate(db, run_id=run_id, run_kernel_id=run_kernel_id, problem_id=problem_id, source=f"SHARED = {round_index}\n",
-                                    baseline_source="", parent_id=None, parent_source=None, origin="search", round=round_index)
+                store.add_candidate(
+                    db,
+                    run_id=run_id,
+                    run_kernel_id=run_kernel_id,
+                    problem_id=problem_id,
+                    source=f"SHARED = {round_index}\n",
+                    baseline_source="",
+                    parent_id=None,
+                    parent_source=None,
+                    origin="search",
+                    round=round_index,
+                )
             problem_ids.append(problem_id)
             run_ids.append(run_id)
         except Exception as exc:  # noqa: BLE001 - reported below
@@ -157,10 +219,32 @@ def test_concurrent_store_writers_share_rows(database_url: str) -> None:
 
 def test_two_optimize_processes_share_one_database(database_url: str, tmp_path: Path) -> None:
     """Two real `optimize` runs start at once on one empty database: both finish, nothing duplicated or corrupt."""
+
     def start(index: int) -> subprocess.Popen[str]:
-        args = ["optimize", str(SOFTMAX), "--db", database_url, "--sandbox", str(tmp_path / f"sandbox{index}"), "--threads", "1",
-                "--rounds", "1", "--samples", "1", "--workers", "1", "--json"]
-        return subprocess.Popen([sys.executable, "-m", "kernel_agent", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        args = [
+            "optimize",
+            str(SOFTMAX),
+            "--db",
+            database_url,
+            "--sandbox",
+            str(tmp_path / f"sandbox{index}"),
+            "--threads",
+            "1",
+            "--rounds",
+            "1",
+            "--samples",
+            "1",
+            "--workers",
+            "1",
+            "--json",
+        ]
+        return subprocess.Popen(
+            [sys.executable, "-m", "kernel_agent", *args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     processes = [start(0), start(1)]
     outputs = [p.communicate(timeout=300) for p in processes]
@@ -175,7 +259,11 @@ def test_two_optimize_processes_share_one_database(database_url: str, tmp_path: 
         assert scalar(db, "select count(*) from run_kernels") == 2
         candidates = scalar(db, "select count(*) from candidates where source_hash is not null")
         assert candidates >= 2  # each run: its baseline and at least one search candidate
-        assert scalar(db, "select count(*) from evaluations") == scalar(db, "select count(distinct candidate_id) from evaluations") == candidates
+        assert (
+            scalar(db, "select count(*) from evaluations")
+            == scalar(db, "select count(distinct candidate_id) from evaluations")
+            == candidates
+        )
         # Both runs proposed the same sources: stored once, referenced by both.
         assert scalar(db, "select count(*) from sources") < candidates + 2
         if db.path is not None:

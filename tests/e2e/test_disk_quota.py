@@ -100,7 +100,10 @@ def test_a_flood_of_empty_files_is_over_the_quota(tmp_path: Path) -> None:
     work = workdir(tmp_path)
     for index in range(60):
         (work / "scratch" / "home" / f"f{index}").touch()
-    assert disk_overuse(work, 1 << 30, uid=ME, max_files=50) == "disk quota of 50 files exceeded: more than 50 files written"
+    assert (
+        disk_overuse(work, 1 << 30, uid=ME, max_files=50)
+        == "disk quota of 50 files exceeded: more than 50 files written"
+    )
     assert disk_overuse(work, 1 << 30, uid=ME, max_files=100) is None
 
 
@@ -131,9 +134,18 @@ def test_the_scratch_tmpfs_bounds_the_sum_of_home_tmpdir_and_caches(tmp_path: Pa
         "    try:\n        open(os.path.join(os.environ[key], 'blob'), 'wb').write(b'x' * (3 << 20)); print(key, 'ok')\n"
         "    except OSError as exc:\n        print(key, exc)\n"
     )
-    proc = subprocess.run(wrap([sys.executable, "-c", script], isolation, work), env=sandbox_env({}, work), cwd=work, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        wrap([sys.executable, "-c", script], isolation, work),
+        env=sandbox_env({}, work),
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["HOME ok", "TMPDIR ok", "XDG_CACHE_HOME [Errno 28] No space left on device"], proc.stdout
+    assert proc.stdout.splitlines() == ["HOME ok", "TMPDIR ok", "XDG_CACHE_HOME [Errno 28] No space left on device"], (
+        proc.stdout
+    )
     assert disk_use(work, uid=SANDBOX_UID if ME == 0 else ME)[0] < MB
     assert not any(p.is_file() for p in (work / "scratch").rglob("*"))
 

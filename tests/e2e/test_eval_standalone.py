@@ -20,7 +20,9 @@ runpy.run_module("kernel_agent", run_name="__main__")
 
 
 def test_eval_runs_without_database_or_llm_packages(tmp_path) -> None:
-    proc = run_blocked("eval", str(SOFTMAX), str(CANDIDATES / "wrong_values.py"), "--json", "--sandbox", str(tmp_path / "sb"))
+    proc = run_blocked(
+        "eval", str(SOFTMAX), str(CANDIDATES / "wrong_values.py"), "--json", "--sandbox", str(tmp_path / "sb")
+    )
     verdict = json.loads(proc.stdout)
     assert verdict["status"] == "incorrect" and proc.returncode == 1
 
@@ -35,6 +37,8 @@ def test_profile_measures_ceilings_without_storing_them(tmp_path) -> None:
 
 
 def run_blocked(*args: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-c", BLOCK_AND_RUN, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", BLOCK_AND_RUN, *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert "ModuleNotFoundError" not in proc.stderr and "ImportError" not in proc.stderr, proc.stderr[-2000:]
     return proc

@@ -52,7 +52,9 @@ def test_kernelbench_file_with_modelnew_end_to_end(tmp_path: Path) -> None:
 def test_kernelbench_candidate_ignoring_the_weights_is_incorrect(tmp_path: Path) -> None:
     source = (EXAMPLES / "kernelbench" / "candidates" / "level1_layernorm_mlp_new.py").read_text()
     # A LayerNorm at weight 1 / bias 0 would pass if the harness left parameters at their initial values.
-    broken = source.replace("self.norm.weight", "torch.ones_like(self.norm.weight)").replace("self.norm.bias", "torch.zeros_like(self.norm.bias)")
+    broken = source.replace("self.norm.weight", "torch.ones_like(self.norm.weight)").replace(
+        "self.norm.bias", "torch.zeros_like(self.norm.bias)"
+    )
     assert broken != source
     path = tmp_path / "broken_new.py"
     path.write_text(broken)

@@ -20,5 +20,7 @@ def test_old_plans_load_as_local_and_new_ones_keep_their_executor() -> None:
 def test_executor_options_are_checked_before_any_work(tmp_path: Path) -> None:
     bad = run_cli("optimize", str(SOFTMAX), "--db", str(tmp_path / "runs.db"), "--executor", "slurm")
     assert bad.returncode == 2 and "'--executor': must be local or ray, not 'slurm'" in bad.stderr
-    mixed = run_cli("optimize", str(SOFTMAX), "--db", str(tmp_path / "runs.db"), "--executor", "local", "--ray-address", "head:6379")
+    mixed = run_cli(
+        "optimize", str(SOFTMAX), "--db", str(tmp_path / "runs.db"), "--executor", "local", "--ray-address", "head:6379"
+    )
     assert mixed.returncode == 2 and "--ray-address needs --executor ray" in mixed.stderr

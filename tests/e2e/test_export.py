@@ -30,8 +30,21 @@ def copy_db(source: Path, target: Path) -> Path:
 
 
 def export(run: dict, db: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return run_cli("export", str(run["run_id"]), "--out", str(out), "--name", "mykernels", "--db", str(db), "--sandbox", str(run["sandbox"]),
-                   "--threads", "1", *extra)
+    return run_cli(
+        "export",
+        str(run["run_id"]),
+        "--out",
+        str(out),
+        "--name",
+        "mykernels",
+        "--db",
+        str(db),
+        "--sandbox",
+        str(run["sandbox"]),
+        "--threads",
+        "1",
+        *extra,
+    )
 
 
 def imported_modules(source: str) -> set[str]:
@@ -49,7 +62,12 @@ def make_venv(path: Path) -> Path:
     """A fresh venv that sees this environment's packages (torch, pip, setuptools, pytest) without reinstalling them."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(path)], check=True)
     python = path / "bin" / "python"
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip()
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     Path(purelib, "parent_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return python
 
@@ -57,7 +75,12 @@ def make_venv(path: Path) -> Path:
 def install(out: Path, tmp_path: Path) -> Path:
     """pip-install an exported folder into a fresh venv; its python."""
     python = make_venv(tmp_path / "venv")
-    proc = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", str(out)], capture_output=True, text=True, cwd=tmp_path)
+    proc = subprocess.run(
+        [str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return python
 
@@ -71,7 +94,12 @@ def probe(python: Path, script: str, tmp_path: Path) -> dict:
 
 def package_tests(python: Path, out: Path, tmp_path: Path) -> str:
     """The exported package's own tests, run in the venv: their summary line."""
-    proc = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(out / "tests")], capture_output=True, text=True, cwd=tmp_path)
+    proc = subprocess.run(
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(out / "tests")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     return proc.stdout.strip().splitlines()[-1]
 
@@ -82,12 +110,20 @@ def test_exported_package_installs_dispatches_and_passes_its_tests(run: dict, tm
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "re-verifying softmax64" in proc.stderr and "exported softmax64" in proc.stdout
     package = out / "mykernels"
-    assert {p.name for p in package.iterdir()} >= {"__init__.py", "_cpp.py", "_kernel_softmax64.py", "_reference_softmax64.py"}
+    assert {p.name for p in package.iterdir()} >= {
+        "__init__.py",
+        "_cpp.py",
+        "_kernel_softmax64.py",
+        "_reference_softmax64.py",
+    }
     assert "kernel_agent" not in (out / "pyproject.toml").read_text()
     for source in package.glob("*.py"):
         assert "kernel_agent" not in imported_modules(source.read_text()), source
     rows = (out / "benchmarks.csv").read_text().splitlines()
-    assert rows[0].startswith("kernel,problem,run,candidate") and f"softmax64,softmax64,{run['run_id']},{run['best']},faster" in rows[1]
+    assert (
+        rows[0].startswith("kernel,problem,run,candidate")
+        and f"softmax64,softmax64,{run['run_id']},{run['best']},faster" in rows[1]
+    )
     assert "torch" in rows[0] and "isolation" in rows[0] and "speedup" in (out / "BENCHMARKS.md").read_text()
 
     python = install(out, tmp_path)
@@ -112,8 +148,13 @@ def test_exported_package_installs_dispatches_and_passes_its_tests(run: dict, tm
     summary = package_tests(python, out, tmp_path)
     assert " passed" in summary and "failed" not in summary
 
-    forced = subprocess.run([str(python), "-c", "import mykernels; print(mykernels.implementation('softmax64', 'cpu', 'float32'))"],
-                            capture_output=True, text=True, cwd=tmp_path, env={"MYKERNELS_FORCE_REFERENCE": "1", "PATH": "/usr/bin:/bin"})
+    forced = subprocess.run(
+        [str(python), "-c", "import mykernels; print(mykernels.implementation('softmax64', 'cpu', 'float32'))"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"MYKERNELS_FORCE_REFERENCE": "1", "PATH": "/usr/bin:/bin"},
+    )
     assert forced.stdout.strip() == "reference", forced.stderr
 
 
@@ -124,10 +165,14 @@ def test_review_decisions_persist_and_gate_export(run: dict, tmp_path: Path) -> 
     assert approved_only.returncode == 0 and "no approved candidate" in approved_only.stderr
     assert not (tmp_path / "unreviewed" / "mykernels" / "_kernel_softmax64.py").exists()
 
-    rejected = run_cli("review", "reject", best, "--note", "reads past the row end", "--db", str(db), env={"USER": "alice"})
+    rejected = run_cli(
+        "review", "reject", best, "--note", "reads past the row end", "--db", str(db), env={"USER": "alice"}
+    )
     assert rejected.returncode == 0, rejected.stderr
     with sqlite3.connect(db) as connection:
-        assert connection.execute("select decision, reviewer, note from reviews").fetchall() == [("reject", "alice", "reads past the row end")]
+        assert connection.execute("select decision, reviewer, note from reviews").fetchall() == [
+            ("reject", "alice", "reads past the row end")
+        ]
     for extra in ((), ("--approved-only",)):
         proc = export(run, db, tmp_path / f"rejected{len(extra)}", *extra)
         assert proc.returncode == 0 and "not exported: softmax64" in proc.stderr, proc.stderr
@@ -149,7 +194,9 @@ def test_interactive_review_from_a_pipe_approves(run: dict, tmp_path: Path) -> N
     assert "+    return torch.softmax(x, dim=-1)" in proc.stdout
     assert f"candidate {run['best']} (softmax64): approved by pipe-reviewer" in proc.stdout
     with sqlite3.connect(db) as connection:
-        assert connection.execute("select candidate_id, decision, reviewer, note from reviews").fetchall() == [(run["best"], "approve", "pipe-reviewer", "checked the diff")]
+        assert connection.execute("select candidate_id, decision, reviewer, note from reviews").fetchall() == [
+            (run["best"], "approve", "pipe-reviewer", "checked the diff")
+        ]
     quit_early = cli_with_input("review", str(run["run_id"]), "--kernel", "softmax64", "--db", str(db), stdin="q\n")
     assert quit_early.returncode == 0 and "stopped; 0 decision(s) recorded" in quit_early.stdout
 
@@ -162,7 +209,10 @@ def test_unknown_ids_are_one_line_exit_2(run: dict, tmp_path: Path) -> None:
         (("review", "424242", "--db", db), "no run 424242"),
         (("report", "424242", "-o", str(tmp_path / "r.html"), "--db", db), "no run 424242"),
         (("export", "424242", "--out", str(tmp_path / "x"), "--name", "pkg", "--db", db), "no run 424242"),
-        (("export", "latest", "--out", str(tmp_path / "x"), "--name", "Bad-Name", "--db", db), "lowercase Python identifier"),
+        (
+            ("export", "latest", "--out", str(tmp_path / "x"), "--name", "Bad-Name", "--db", db),
+            "lowercase Python identifier",
+        ),
         (("runs", "show", "424242", "--db", db), "no run 424242"),
     ]
     for args, needle in cases:

@@ -24,15 +24,27 @@ def fenced(path: Path) -> str:
 
 
 def verdict(candidate_ms: float) -> Verdict:
-    timing = {"per_shape": [{"shape": [256, 2048], "dtype": "float32", "baseline_median_ms": 2.0, "candidate_median_ms": candidate_ms}],
-              "baseline": {"median_ms": 2.0}, "candidate": {"median_ms": candidate_ms}}
+    timing = {
+        "per_shape": [
+            {"shape": [256, 2048], "dtype": "float32", "baseline_median_ms": 2.0, "candidate_median_ms": candidate_ms}
+        ],
+        "baseline": {"median_ms": 2.0},
+        "candidate": {"median_ms": candidate_ms},
+    }
     return Verdict(status="faster", correct=True, speedup=2.0 / candidate_ms, speedup_ci=[1.5, 2.5], timing=timing)
 
 
 def loop(tmp_path: Path, gbps: float) -> KernelLoop:
     db = open_database(str(tmp_path / "runs.db"))
     ceilings = Ceilings(fingerprint="test", device_name="test cpu", memory_gbps=gbps, gflops={"float32": 1e6})
-    return KernelLoop(db, create_run(db, "search", None, {}), load_problem(SOFTMAX), SearchProvider(), LoopOptions(), shared=Shared(ceilings={"cpu": ceilings}))
+    return KernelLoop(
+        db,
+        create_run(db, "search", None, {}),
+        load_problem(SOFTMAX),
+        SearchProvider(),
+        LoopOptions(),
+        shared=Shared(ceilings={"cpu": ceilings}),
+    )
 
 
 def test_eval_and_optimize_give_the_same_verdict_for_the_same_candidate(tmp_path: Path) -> None:
@@ -42,15 +54,58 @@ def test_eval_and_optimize_give_the_same_verdict_for_the_same_candidate(tmp_path
     honest torch.softmax (under 1 ms) beats: both commands must flag it."""
     db = tmp_path / "runs.db"
     key = fingerprint_key("cpu", 1)
-    store_ceilings(open_database(str(db)), key, {"fingerprint": key, "device_name": "test cpu", "memory_gbps": 1.0, "gflops": {"float32": 1e6}, "measured_at": "test"})
-    proc = run_cli("eval", str(SOFTMAX), str(CANDIDATES / "faster.py"), "--json", "--db", str(db), "--threads", "1", "--sandbox", str(tmp_path / "sandbox"))
+    store_ceilings(
+        open_database(str(db)),
+        key,
+        {
+            "fingerprint": key,
+            "device_name": "test cpu",
+            "memory_gbps": 1.0,
+            "gflops": {"float32": 1e6},
+            "measured_at": "test",
+        },
+    )
+    proc = run_cli(
+        "eval",
+        str(SOFTMAX),
+        str(CANDIDATES / "faster.py"),
+        "--json",
+        "--db",
+        str(db),
+        "--threads",
+        "1",
+        "--sandbox",
+        str(tmp_path / "sandbox"),
+    )
     by_eval = json.loads(proc.stdout)
     with ScriptedServer([[fenced(CANDIDATES / "faster.py")]]) as server:
-        proc = run_cli("optimize", str(SOFTMAX), "--db", str(db), "--sandbox", str(tmp_path / "sandbox"), "--threads", "1", "--json", "--provider", "openai",
-                       "--base-url", server.base_url, "--model", "scripted", "--rounds", "1", "--samples", "1", env={"OPENAI_API_KEY": "sk-test-not-a-real-key"})
+        proc = run_cli(
+            "optimize",
+            str(SOFTMAX),
+            "--db",
+            str(db),
+            "--sandbox",
+            str(tmp_path / "sandbox"),
+            "--threads",
+            "1",
+            "--json",
+            "--provider",
+            "openai",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "scripted",
+            "--rounds",
+            "1",
+            "--samples",
+            "1",
+            env={"OPENAI_API_KEY": "sk-test-not-a-real-key"},
+        )
     assert proc.returncode == 0, proc.stderr[-2000:]
     with sqlite3.connect(db) as connection:
-        (by_optimize,) = connection.execute("select e.status from evaluations e join candidates c on c.id = e.candidate_id where c.origin != 'baseline'").fetchone()
+        (by_optimize,) = connection.execute(
+            "select e.status from evaluations e join candidates c on c.id = e.candidate_id where c.origin != 'baseline'"
+        ).fetchone()
     assert by_eval["status"] == by_optimize == "flagged", (by_eval["status"], by_eval["reason"], by_optimize)
     assert "faster than the roofline floor" in by_eval["reason"]
 

@@ -35,8 +35,14 @@ GOOD_MODULE = (CPP_SOFTMAX / "candidates" / "faster.py").read_text()
 GOOD_REPLY = f"Use float math and two threads.\n\n```python\n{GOOD_MODULE}```\n"
 COMPILE_ERROR = "kernel.cpp:14:5: error: 'exp2ff' was not declared in this scope"
 PROFILE = {
-    "baseline_ms": 3.2109, "baseline_p20_ms": 3.1, "baseline_p80_ms": 3.35, "flops": 4194304, "bytes": 8388608,
-    "achieved_gbps": 2.61, "bound": "memory", "roofline_fraction": 0.042,
+    "baseline_ms": 3.2109,
+    "baseline_p20_ms": 3.1,
+    "baseline_p80_ms": 3.35,
+    "flops": 4194304,
+    "bytes": 8388608,
+    "achieved_gbps": 2.61,
+    "bound": "memory",
+    "roofline_fraction": 0.042,
 }
 
 
@@ -46,7 +52,11 @@ def problem():
 
 
 def make_context(
-    problem, history: list[Attempt] | None = None, samples: int = 1, cache: dict[str, LLMCall] | None = None, profile: dict | None = None
+    problem,
+    history: list[Attempt] | None = None,
+    samples: int = 1,
+    cache: dict[str, LLMCall] | None = None,
+    profile: dict | None = None,
 ) -> ProposalContext:
     cache = cache if cache is not None else {}
     return ProposalContext(
@@ -82,7 +92,11 @@ def test_good_reply_becomes_a_proposal(problem):
     assert proposal.note == "Use float math and two threads."
     assert call.error is None and call.attempts == 1 and not call.cached
     assert call.prompt_tokens > 100 and call.completion_tokens > 50 and call.latency_s > 0
-    assert call.cost_usd == pytest.approx(call_cost("gpt-4o-mini", call.prompt_tokens, call.completion_tokens, DEFAULT_PRICES)) and call.cost_usd > 0
+    assert (
+        call.cost_usd
+        == pytest.approx(call_cost("gpt-4o-mini", call.prompt_tokens, call.completion_tokens, DEFAULT_PRICES))
+        and call.cost_usd > 0
+    )
     assert call.response_texts == [GOOD_REPLY]
     assert sent[0]["model"] == "gpt-4o-mini" and sent[0]["n"] == 1 and sent[0]["messages"] == call.request["messages"]
     assert call.prompt_hash == prompt_hash(call.request)
@@ -152,9 +166,13 @@ def test_other_4xx_fails_at_once(problem):
 def test_unreachable_endpoint_is_recorded_not_raised(problem):
     with ScriptedServer([]) as server:
         url = server.base_url
-    provider = OpenAIProvider(base_url=url, model="m", api_key="k", max_retries=1, backoff_base_s=0.01, request_timeout=2)
+    provider = OpenAIProvider(
+        base_url=url, model="m", api_key="k", max_retries=1, backoff_base_s=0.01, request_timeout=2
+    )
     batch = provider.propose(make_context(problem))
-    assert batch.proposals == [] and "cannot reach the endpoint" in batch.calls[0].error and batch.calls[0].attempts == 2
+    assert (
+        batch.proposals == [] and "cannot reach the endpoint" in batch.calls[0].error and batch.calls[0].attempts == 2
+    )
 
 
 def test_cache_hit_makes_no_request(problem):
@@ -194,7 +212,13 @@ def test_prompt_carries_reference_profile_and_the_compile_error(problem):
     content = user["content"]
     assert problem.reference_source.strip() in content
     assert "3.211 ms" in content and "p20 3.1" in content and "p80 3.35" in content
-    assert "4.19 MFLOP" in content and "8.39 MB" in content and "2.61 GB/s" in content and "memory-bound" in content and "0.042" in content
+    assert (
+        "4.19 MFLOP" in content
+        and "8.39 MB" in content
+        and "2.61 GB/s" in content
+        and "memory-bound" in content
+        and "0.042" in content
+    )
     assert COMPILE_ERROR in content
     assert content.index(COMPILE_ERROR) < content.index("## Reference")  # repair mode leads with the error
     assert "CPP_SOURCE" in content and "load_library" in content and "def kernel(x)" in content
@@ -221,7 +245,9 @@ def test_history_is_most_recent_first_and_capped(problem):
 
 
 def test_prompts_dir_overrides_one_template(problem, tmp_path):
-    (tmp_path / "optimize.j2").write_text("CUSTOM {{ problem.name }} {{ entry_point }}\n{% for line in profile_lines %}{{ line }}\n{% endfor %}")
+    (tmp_path / "optimize.j2").write_text(
+        "CUSTOM {{ problem.name }} {{ entry_point }}\n{% for line in profile_lines %}{{ line }}\n{% endfor %}"
+    )
     with ScriptedServer([GOOD_REPLY]) as server:
         make_provider(server, prompts_dir=tmp_path).propose(make_context(problem))
         messages = server.requests[0]["messages"]
@@ -239,7 +265,13 @@ def test_broken_override_template_is_a_config_error(problem, tmp_path):
 
 
 def recorded(texts: list[str], index: int) -> LLMCall:
-    return LLMCall(prompt_hash=f"h{index}", model="gpt-4o", base_url="http://recorded.invalid/v1", request={"n": len(texts)}, response_texts=texts)
+    return LLMCall(
+        prompt_hash=f"h{index}",
+        model="gpt-4o",
+        base_url="http://recorded.invalid/v1",
+        request={"n": len(texts)},
+        response_texts=texts,
+    )
 
 
 def test_replay_returns_recorded_replies_in_order(problem, tmp_path):
@@ -249,7 +281,10 @@ def test_replay_returns_recorded_replies_in_order(problem, tmp_path):
     second = provider.propose(make_context(problem))
     done = provider.propose(make_context(problem))
     assert [p.source for p in first.proposals] == [GOOD_MODULE] and first.calls[0].cached and not first.exhausted
-    assert second.proposals[0].parse_error == "code defines no `kernel` at top level" and second.proposals[1].source == GOOD_MODULE
+    assert (
+        second.proposals[0].parse_error == "code defines no `kernel` at top level"
+        and second.proposals[1].source == GOOD_MODULE
+    )
     assert second.calls[0].prompt_hash == "h1" and second.proposals[0].origin == "replay"
     assert done.exhausted and done.proposals == [] and done.calls == []
     saved = tmp_path / "calls.json"
@@ -298,7 +333,22 @@ def test_parser_picks_the_last_module_that_defines_the_entry_point():
 
 def test_parser_never_raises_on_any_string():
     rng = random.Random(0)
-    alphabet = ["```", "```python\n", "~~~", "\n", "def kernel(x):", " return x", "(", "\x00", "\r\n", "é", "    ", "class ", ":", "kernel = 1"]
+    alphabet = [
+        "```",
+        "```python\n",
+        "~~~",
+        "\n",
+        "def kernel(x):",
+        " return x",
+        "(",
+        "\x00",
+        "\r\n",
+        "é",
+        "    ",
+        "class ",
+        ":",
+        "kernel = 1",
+    ]
     for _ in range(2000):
         reply = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
         source, reason = extract_candidate(reply, "kernel")

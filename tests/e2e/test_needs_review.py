@@ -21,7 +21,7 @@ from scripted_server import ScriptedServer
 pytestmark = pytest.mark.slow
 
 # Float32 chunks instead of the baseline's float64 ones: honest, about 1.8x here (under a 2.8x bound).
-MIDDLE = '''import torch
+MIDDLE = """import torch
 
 CHUNK = 64
 
@@ -33,7 +33,7 @@ def kernel(x):
         e = torch.exp(block - block.amax(dim=-1, keepdim=True))
         out[start : start + CHUNK] = e / e.sum(dim=-1, keepdim=True)
     return out
-'''
+"""
 
 
 def fenced(source: str) -> str:
@@ -42,9 +42,30 @@ def fenced(source: str) -> str:
 
 def optimize(db: Path, sandbox: Path, replies: list[str], sanity: float, *extra: str):
     with ScriptedServer([replies]) as server:
-        proc = run_cli("optimize", str(SOFTMAX), "--provider", "openai", "--base-url", server.base_url, "--model", "scripted", "--rounds", "1",
-                       "--samples", str(len(replies)), "--threads", "1", "--sanity-speedup", str(sanity), "--db", str(db), "--sandbox", str(sandbox),
-                       *extra, env={"OPENAI_API_KEY": "sk-test-not-a-real-key"})
+        proc = run_cli(
+            "optimize",
+            str(SOFTMAX),
+            "--provider",
+            "openai",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "scripted",
+            "--rounds",
+            "1",
+            "--samples",
+            str(len(replies)),
+            "--threads",
+            "1",
+            "--sanity-speedup",
+            str(sanity),
+            "--db",
+            str(db),
+            "--sandbox",
+            str(sandbox),
+            *extra,
+            env={"OPENAI_API_KEY": "sk-test-not-a-real-key"},
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -53,7 +74,9 @@ def verdicts(db: Path, run_id: int) -> list[tuple[int, str, float | None, float 
     with sqlite3.connect(db) as connection:
         return connection.execute(
             "select c.id, e.status, e.speedup, e.ci_low, e.ci_high, e.reason from candidates c join evaluations e on e.candidate_id = c.id "
-            "where c.origin != 'baseline' and c.run_id = ? order by c.id", (run_id,)).fetchall()
+            "where c.origin != 'baseline' and c.run_id = ? order by c.id",
+            (run_id,),
+        ).fetchall()
 
 
 def approve_argv(command: str) -> list[str]:
@@ -75,16 +98,21 @@ def flagged(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 def test_optimize_json_reports_the_flagged_best_as_needs_review(flagged: dict) -> None:
     kernel, db = flagged["kernel"], flagged["db"]
-    (candidate_id, status, speedup, low, high, reason), = verdicts(db, flagged["run_id"])
+    ((candidate_id, status, speedup, low, high, reason),) = verdicts(db, flagged["run_id"])
     assert status == "flagged" and "exceeds the sanity bound 1.5x" in reason, reason
     assert kernel["status"] == "needs_review", kernel
     assert kernel["best_candidate"] == candidate_id and kernel["speedup"] == pytest.approx(speedup)
-    assert kernel["best_ms"] < kernel["baseline_ms"] and kernel["baseline_ms"] / kernel["best_ms"] == pytest.approx(speedup, rel=1e-6)
+    assert kernel["best_ms"] < kernel["baseline_ms"] and kernel["baseline_ms"] / kernel["best_ms"] == pytest.approx(
+        speedup, rel=1e-6
+    )
     review = kernel["review"]
     assert review["candidate"] == candidate_id and review["speedup_ci"] == [pytest.approx(low), pytest.approx(high)]
     assert review["reason"] == reason and review["decision"] is None
     assert review["command"] == f"kernel-agent review approve {candidate_id} --db {db}"
-    assert f"candidate {candidate_id} at {speedup:.2f}x [{low:.2f}, {high:.2f}] awaits review ({reason})" in kernel["reason"]
+    assert (
+        f"candidate {candidate_id} at {speedup:.2f}x [{low:.2f}, {high:.2f}] awaits review ({reason})"
+        in kernel["reason"]
+    )
     assert review["command"] in kernel["reason"] and "no candidate was verifiably faster" not in kernel["reason"]
 
 
@@ -98,7 +126,9 @@ def test_runs_show_and_its_json_carry_the_flagged_best(flagged: dict) -> None:
     assert review["command"] in shown.stdout and "awaits review" in shown.stdout
     detail = json.loads(run_cli("runs", "show", "latest", "--db", db, "--json").stdout)["kernels"][0]
     assert detail["status"] == "needs_review" and detail["best_candidate"] == review["candidate"]
-    assert detail["speedup"] == pytest.approx(kernel["speedup"]) and detail["best_ms"] == pytest.approx(kernel["best_ms"])
+    assert detail["speedup"] == pytest.approx(kernel["speedup"]) and detail["best_ms"] == pytest.approx(
+        kernel["best_ms"]
+    )
     assert detail["review"] == review and detail["reason"] == kernel["reason"]
 
 
@@ -109,9 +139,12 @@ def test_report_shows_the_flagged_best_and_the_command(flagged: dict) -> None:
     html = out.read_text()
     review = flagged["kernel"]["review"]
     low, high = review["speedup_ci"]
-    assert 'class="status s-needs_review">needs_review<' in html and "awaiting review</span> candidate " + str(review["candidate"]) in html
+    assert (
+        'class="status s-needs_review">needs_review<' in html
+        and "awaiting review</span> candidate " + str(review["candidate"]) in html
+    )
     assert f"<code>{review['command']}</code>" in html and f"[{low:.3f}, {high:.3f}]" in html
-    assert '<b>0</b><span>improved</span>' in html and '<b>1</b><span>awaiting review</span>' in html
+    assert "<b>0</b><span>improved</span>" in html and "<b>1</b><span>awaiting review</span>" in html
 
 
 def test_export_refusal_names_the_candidate_and_the_command_that_ships_it(flagged: dict) -> None:
@@ -120,16 +153,28 @@ def test_export_refusal_names_the_candidate_and_the_command_that_ships_it(flagge
     with sqlite3.connect(flagged["db"]) as src, sqlite3.connect(db) as dst:
         src.backup(dst)
     args = ("--name", "mykernels", "--sandbox", str(flagged["sandbox"]), "--threads", "1")
-    refused = run_cli("export", "latest", "--out", str(tmp / "refused"), "--db", str(flagged["db"]), *args, env={"COLUMNS": "200"})
+    refused = run_cli(
+        "export", "latest", "--out", str(tmp / "refused"), "--db", str(flagged["db"]), *args, env={"COLUMNS": "200"}
+    )
     assert refused.returncode == 0, refused.stderr[-2000:]
     assert "not exported: softmax64" in refused.stderr and "awaits review" in refused.stderr
-    assert f"candidate {review['candidate']} at {review['speedup']:.2f}x" in refused.stderr and review["command"] in refused.stderr
+    assert (
+        f"candidate {review['candidate']} at {review['speedup']:.2f}x" in refused.stderr
+        and review["command"] in refused.stderr
+    )
     assert not (tmp / "refused" / "mykernels" / "_kernel_softmax64.py").exists()
 
-    command = review["command"].replace(str(flagged["db"]), str(db))  # the same command, on a copy so other tests keep the unreviewed run
+    command = review["command"].replace(
+        str(flagged["db"]), str(db)
+    )  # the same command, on a copy so other tests keep the unreviewed run
     approved = run_cli(*approve_argv(command))
     assert approved.returncode == 0 and "approved by" in approved.stdout, approved.stderr
-    assert json.loads(run_cli("runs", "show", "latest", "--db", str(db), "--json").stdout)["kernels"][0]["review"]["decision"] == "approve"
+    assert (
+        json.loads(run_cli("runs", "show", "latest", "--db", str(db), "--json").stdout)["kernels"][0]["review"][
+            "decision"
+        ]
+        == "approve"
+    )
     shipped = run_cli("export", "latest", "--out", str(tmp / "shipped"), "--db", str(db), *args)
     assert shipped.returncode == 0, shipped.stderr[-2000:]
     assert (tmp / "shipped" / "mykernels" / "_kernel_softmax64.py").exists(), shipped.stderr
@@ -155,7 +200,10 @@ def test_improved_kernel_still_mentions_a_faster_flagged_one(tmp_path: Path) -> 
     assert "improved" in row and str(accepted) in row and f"{accepted_speedup:.2f}x" in row, proc.stdout
     command = f"kernel-agent review approve {flagged_id} --db {db}"
     line = next(line for line in proc.stdout.splitlines() if line.startswith("softmax64: "))
-    assert f"candidate {flagged_id} at {flagged_speedup:.2f}x [{low:.2f}, {high:.2f}] awaits review ({reason})" in line and command in line
+    assert (
+        f"candidate {flagged_id} at {flagged_speedup:.2f}x [{low:.2f}, {high:.2f}] awaits review ({reason})" in line
+        and command in line
+    )
     detail = json.loads(run_cli("runs", "show", str(run_id), "--db", str(db), "--json").stdout)["kernels"][0]
     assert detail["status"] == "improved" and detail["best_candidate"] == accepted
     assert detail["review"]["candidate"] == flagged_id and detail["review"]["command"] == command

@@ -17,8 +17,19 @@ def fenced(path: Path) -> str:
 
 
 def optimize(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[dict, object]:
-    proc = run_cli("optimize", str(SOFTMAX), "--db", str(tmp_path / "runs.db"), "--sandbox", str(tmp_path / "sandbox"), "--threads", "1", "--json", *args,
-                   env={"OPENAI_API_KEY": "sk-test-not-a-real-key", **(env or {})})
+    proc = run_cli(
+        "optimize",
+        str(SOFTMAX),
+        "--db",
+        str(tmp_path / "runs.db"),
+        "--sandbox",
+        str(tmp_path / "sandbox"),
+        "--threads",
+        "1",
+        "--json",
+        *args,
+        env={"OPENAI_API_KEY": "sk-test-not-a-real-key", **(env or {})},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout), proc
 
@@ -37,9 +48,28 @@ def llm_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
         fenced(CANDIDATES / "syntax_error.py"),
         fenced(CANDIDATES / "cpp_compile_error.py"),
     ]
-    round_two = [fenced(CANDIDATES / "wrong_values.py"), fenced(CANDIDATES / "faster.py"), fenced(CANDIDATES / "wrong_values.py"), fenced(CANDIDATES / "faster.py")]
+    round_two = [
+        fenced(CANDIDATES / "wrong_values.py"),
+        fenced(CANDIDATES / "faster.py"),
+        fenced(CANDIDATES / "wrong_values.py"),
+        fenced(CANDIDATES / "faster.py"),
+    ]
     with ScriptedServer([round_one, {"status": 429}, round_two]) as server:
-        result, proc = optimize(tmp_path, "--provider", "openai", "--base-url", server.base_url, "--model", "scripted", "--rounds", "2", "--samples", "4", "--patience", "3")
+        result, proc = optimize(
+            tmp_path,
+            "--provider",
+            "openai",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "scripted",
+            "--rounds",
+            "2",
+            "--samples",
+            "4",
+            "--patience",
+            "3",
+        )
         requests = server.requests
     return {"tmp": tmp_path, "result": result, "requests": requests, "stderr": proc.stderr}
 
@@ -48,7 +78,9 @@ def test_good_rewrite_is_accepted_with_its_speedup(llm_run: dict) -> None:
     kernel = llm_run["result"]["kernels"][0]
     assert kernel["name"] == "softmax64" and kernel["status"] == "improved"
     assert kernel["speedup"] > 1.02 and kernel["best_ms"] < kernel["baseline_ms"]
-    assert kernel["baseline_ms"] / kernel["best_ms"] == pytest.approx(kernel["speedup"], rel=1e-6)  # one A/B run, one story
+    assert kernel["baseline_ms"] / kernel["best_ms"] == pytest.approx(
+        kernel["speedup"], rel=1e-6
+    )  # one A/B run, one story
     db = llm_run["tmp"] / "runs.db"
     (status,) = rows(db, f"select status from evaluations where candidate_id = {kernel['best_candidate']}")[0]
     assert status in ("faster", "flagged") or status == "faster"
@@ -57,9 +89,13 @@ def test_good_rewrite_is_accepted_with_its_speedup(llm_run: dict) -> None:
 def test_every_reply_is_recorded_with_its_reason(llm_run: dict) -> None:
     db = llm_run["tmp"] / "runs.db"
     parse_errors = [r[0] for r in rows(db, "select parse_error from candidates where parse_error is not null")]
-    assert any("no fenced code block" in e or "no ```python" in e or "code block" in e for e in parse_errors), parse_errors
+    assert any("no fenced code block" in e or "no ```python" in e or "code block" in e for e in parse_errors), (
+        parse_errors
+    )
     assert any("SyntaxError" in e for e in parse_errors), parse_errors
-    statuses = dict(rows(db, "select c.note || c.id, e.status from candidates c join evaluations e on e.candidate_id = c.id"))
+    statuses = dict(
+        rows(db, "select c.note || c.id, e.status from candidates c join evaluations e on e.candidate_id = c.id")
+    )
     assert sorted(statuses.values()).count("compile_error") == 1
     assert "incorrect" in statuses.values()
     reasons = [r[0] for r in rows(db, "select reason from evaluations where status = 'compile_error'")]
@@ -78,7 +114,10 @@ def test_profile_section_reaches_the_server(llm_run: dict) -> None:
 
 def test_the_current_best_is_profiled_in_the_next_prompt(llm_run: dict) -> None:
     db = llm_run["tmp"] / "runs.db"
-    (best,) = rows(db, "select min(c.id) from candidates c join evaluations e on e.candidate_id = c.id where e.status = 'faster' and c.round = 1")[0]
+    (best,) = rows(
+        db,
+        "select min(c.id) from candidates c join evaluations e on e.candidate_id = c.id where e.status = 'faster' and c.round = 1",
+    )[0]
     second_prompt = "\n".join(m["content"] for m in llm_run["requests"][-1]["messages"])
     section = second_prompt.split(f"## Profile of the current best (candidate #{best}, ", 1)[1].split("\n## ", 1)[0]
     assert "best candidate time: median" in section and "fraction of the roofline floor" in section
@@ -86,7 +125,12 @@ def test_the_current_best_is_profiled_in_the_next_prompt(llm_run: dict) -> None:
     verdict = json.loads(rows(db, f"select verdict from evaluations where candidate_id = {best}")[0][0])
     assert verdict["profile"]["reported_by"] == "the candidate's sandboxed process" and verdict["profile"]["top_ops"]
     shapes = verdict["roofline"]["shapes"]
-    assert shapes and shapes[0]["floor_ms"] > 0 and shapes[0]["candidate_median_ms"] > 0 and verdict["roofline"]["memory_gbps"] > 0
+    assert (
+        shapes
+        and shapes[0]["floor_ms"] > 0
+        and shapes[0]["candidate_median_ms"] > 0
+        and verdict["roofline"]["memory_gbps"] > 0
+    )
 
 
 def test_compile_error_text_reaches_the_next_prompt(llm_run: dict) -> None:
@@ -115,11 +159,34 @@ def test_duplicates_are_not_evaluated_twice(llm_run: dict) -> None:
 
 def test_replay_reproduces_the_candidates_without_network(llm_run: dict) -> None:
     tmp = llm_run["tmp"]
-    result, _ = optimize(tmp, "--provider", "replay", "--replay-run", str(llm_run["result"]["run_id"]), "--rounds", "2", "--samples", "4", "--patience", "3",
-                         env={"OPENAI_API_KEY": ""})
+    result, _ = optimize(
+        tmp,
+        "--provider",
+        "replay",
+        "--replay-run",
+        str(llm_run["result"]["run_id"]),
+        "--rounds",
+        "2",
+        "--samples",
+        "4",
+        "--patience",
+        "3",
+        env={"OPENAI_API_KEY": ""},
+    )
     db = tmp / "runs.db"
-    first = {r[0] for r in rows(db, f"select source_hash from candidates where run_id = {llm_run['result']['run_id']} and origin != 'baseline'")}
-    second = {r[0] for r in rows(db, f"select source_hash from candidates where run_id = {result['run_id']} and origin != 'baseline'")}
+    first = {
+        r[0]
+        for r in rows(
+            db,
+            f"select source_hash from candidates where run_id = {llm_run['result']['run_id']} and origin != 'baseline'",
+        )
+    }
+    second = {
+        r[0]
+        for r in rows(
+            db, f"select source_hash from candidates where run_id = {result['run_id']} and origin != 'baseline'"
+        )
+    }
     assert first == second and len(first) >= 3
     (calls,) = rows(db, f"select count(*) from llm_calls where run_id = {result['run_id']} and cached = 0")[0]
     assert calls == 0
@@ -147,7 +214,9 @@ def test_profile_reads_a_stored_candidate_and_the_ceilings_optimize_used(llm_run
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(proc.stdout)
     assert data["timing"]["role"] == "candidate" and data["timing"]["speedup"] > 1
-    assert "aten::_softmax" in [op["name"] for op in data["breakdown"]["top_ops"]]  # the stored candidate ran, not the baseline
+    assert "aten::_softmax" in [
+        op["name"] for op in data["breakdown"]["top_ops"]
+    ]  # the stored candidate ran, not the baseline
     assert data["ceilings_origin"].startswith("stored")  # the run's own ceilings: same fingerprint, not measured again
     (stored,) = rows(db, "select data from device_ceilings")[0]
     assert json.loads(stored)["memory_gbps"] == data["ceilings"]["memory_gbps"]
@@ -162,7 +231,9 @@ def test_search_provider_tunes_and_stores(tmp_path: Path) -> None:
     notes = [r[0] for r in rows(tmp_path / "runs.db", "select note from candidates where origin = 'search'")]
     assert notes == ["CHUNK=256"]
     verdicts = [json.loads(r[0]) for r in rows(tmp_path / "runs.db", "select verdict from evaluations")]
-    assert len(verdicts) == 2 and all(v["profile"] is None and "profile" not in v["durations"] for v in verdicts)  # search reads no profile
+    assert len(verdicts) == 2 and all(
+        v["profile"] is None and "profile" not in v["durations"] for v in verdicts
+    )  # search reads no profile
     assert all(v["roofline"]["shapes"] for v in verdicts)  # the report's roofline still has its data
 
 
@@ -171,7 +242,22 @@ def test_bad_input_is_one_line_exit_2_and_loses_nothing(tmp_path: Path) -> None:
     optimize(tmp_path, "--rounds", "1", "--samples", "1")
     cases = [
         (["optimize", str(tmp_path / "missing"), "--db", str(db)], "no such problem", {}),
-        (["optimize", str(SOFTMAX), "--db", str(db), "--provider", "openai", "--base-url", "http://127.0.0.1:9/v1", "--retries", "0"], "connect", {"OPENAI_API_KEY": "sk-x"}),
+        (
+            [
+                "optimize",
+                str(SOFTMAX),
+                "--db",
+                str(db),
+                "--provider",
+                "openai",
+                "--base-url",
+                "http://127.0.0.1:9/v1",
+                "--retries",
+                "0",
+            ],
+            "connect",
+            {"OPENAI_API_KEY": "sk-x"},
+        ),
         (["optimize", str(SOFTMAX), "--db", str(db), "--provider", "openai"], "OPENAI_API_KEY", {"OPENAI_API_KEY": ""}),
         (["optimize", str(SOFTMAX), "--db", str(db), "--provider", "nonesuch"], "unknown provider", {}),
     ]

@@ -33,7 +33,13 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 # A machine with round numbers: 20 GB/s, 100 GFLOP/s float32 (ridge at 5 FLOP/byte).
-TOY = Ceilings(fingerprint="toy", device_name="toy cpu", memory_gbps=20.0, gflops={"float32": 100.0}, measured_at="2026-01-01T00:00:00+00:00")
+TOY = Ceilings(
+    fingerprint="toy",
+    device_name="toy cpu",
+    memory_gbps=20.0,
+    gflops={"float32": 100.0},
+    measured_at="2026-01-01T00:00:00+00:00",
+)
 
 
 def write_problem(folder: Path, body: str, shapes: str, reference_kernel: str) -> Path:
@@ -165,7 +171,12 @@ def test_a_narrow_dtype_may_use_a_wider_dtypes_faster_rate() -> None:
     cpu = Ceilings(fingerprint="cpu", device_name="cpu", memory_gbps=30.0, gflops={"float32": 180.0, "bfloat16": 1.35})
     assert cpu.peak_gflops("bfloat16") == (180.0, "float32")  # bfloat16 data through float32 FMAs
     assert cpu.peak_gflops("float32") == (180.0, "float32")
-    gpu = Ceilings(fingerprint="gpu", device_name="gpu", memory_gbps=4000.0, gflops={"float32": 50_000.0, "float16": 700_000.0, "bfloat16": 700_000.0})
+    gpu = Ceilings(
+        fingerprint="gpu",
+        device_name="gpu",
+        memory_gbps=4000.0,
+        gflops={"float32": 50_000.0, "float16": 700_000.0, "bfloat16": 700_000.0},
+    )
     assert gpu.peak_gflops("float32") == (50_000.0, "float32")  # no TF32 or half precision for float32 data
     assert gpu.peak_gflops("bfloat16") == (700_000.0, "bfloat16")
     assert gpu.peak_gflops("float64")[0] == 700_000.0  # unmeasured and nothing wider: the optimistic stand-in
@@ -190,8 +201,20 @@ def softmax_timing(baseline_ms: tuple[float, float]) -> dict:
         "baseline": {"median_ms": 3.2, "p20_ms": 3.0, "p80_ms": 3.5, "mean_ms": 3.3, "samples": 40},
         "candidate": {"median_ms": 3.1, "p20_ms": 3.0, "p80_ms": 3.4, "mean_ms": 3.2, "samples": 40},
         "per_shape": [
-            {"shape": [1024, 1024], "dtype": "float32", "speedup": 1.0, "baseline_median_ms": baseline_ms[0], "candidate_median_ms": baseline_ms[0]},
-            {"shape": [256, 4096], "dtype": "float32", "speedup": 1.0, "baseline_median_ms": baseline_ms[1], "candidate_median_ms": baseline_ms[1]},
+            {
+                "shape": [1024, 1024],
+                "dtype": "float32",
+                "speedup": 1.0,
+                "baseline_median_ms": baseline_ms[0],
+                "candidate_median_ms": baseline_ms[0],
+            },
+            {
+                "shape": [256, 4096],
+                "dtype": "float32",
+                "speedup": 1.0,
+                "baseline_median_ms": baseline_ms[1],
+                "candidate_median_ms": baseline_ms[1],
+            },
         ],
     }
 
@@ -199,7 +222,9 @@ def softmax_timing(baseline_ms: tuple[float, float]) -> dict:
 def test_build_profile_keys_and_values() -> None:
     problem = load_problem(EXAMPLES / "cpp_softmax")
     profile = build_profile(problem, softmax_timing((4.0, 2.0)), "cpu", TOY)
-    assert profile["baseline_median_ms"] == 3.2 and profile["baseline_p20_ms"] == 3.0 and profile["baseline_p80_ms"] == 3.5
+    assert (
+        profile["baseline_median_ms"] == 3.2 and profile["baseline_p20_ms"] == 3.0 and profile["baseline_p80_ms"] == 3.5
+    )
     assert profile["bound"] == "memory"
     floor = 2 * 1024 * 1024 * 4 / 20e9 * 1e3
     assert profile["fraction_of_floor"] == pytest.approx(((floor / 4.0) * (floor / 2.0)) ** 0.5, rel=1e-2)
@@ -228,13 +253,23 @@ def test_profile_renders_into_the_prompt() -> None:
     problem = load_problem(EXAMPLES / "cpp_softmax")
     profile = build_profile(problem, softmax_timing((4.0, 2.0)), "cpu", TOY)
     context = ProposalContext(
-        problem=problem, baseline_source=problem.baseline_source, parents=[], history=[], profile=profile, round=1, samples=1, device="cpu"
+        problem=problem,
+        baseline_source=problem.baseline_source,
+        parents=[],
+        history=[],
+        profile=profile,
+        round=1,
+        samples=1,
+        device="cpu",
     )
     user = render_messages(context)[1]["content"]
     section = user.split("## Profile of the baseline", 1)[1].split("##", 1)[0]
     assert "baseline time: median 3.2 ms (p20 3, p80 3.5)" in section
     assert "memory-bound" in section and "fraction of the roofline floor" in section
-    assert "shape 1024x1024 (float32): {flops=4194304, bytes=8388608, intensity=0.5, floor_ms=0.4194, bound=memory" in section
+    assert (
+        "shape 1024x1024 (float32): {flops=4194304, bytes=8388608, intensity=0.5, floor_ms=0.4194, bound=memory"
+        in section
+    )
     assert "achieved_gbps=2.097" in section and "fraction_of_floor=0.105" in section
     assert "ceilings: {device=toy cpu, memory_gbps=20" in section
     assert all(not line.endswith("...") for line in section.splitlines())  # nothing cut at the line cap
@@ -250,7 +285,9 @@ def test_profiler_breakdown_of_a_trusted_baseline() -> None:
     assert "aten::addmm" in names
     addmm = next(op for op in breakdown["top_ops"] if op["name"] == "aten::addmm")
     assert addmm["count"] == 3 and addmm["self_cpu_ms"] > 0
-    assert breakdown["torch_ops_per_call"] >= 3 and breakdown["launches_per_call"] == breakdown["torch_ops_per_call"]  # linear, layer_norm, gelu
+    assert (
+        breakdown["torch_ops_per_call"] >= 3 and breakdown["launches_per_call"] == breakdown["torch_ops_per_call"]
+    )  # linear, layer_norm, gelu
     assert breakdown["wall_ms_per_call"] > 0 and breakdown["trusted_only"] is True
 
 
@@ -308,7 +345,9 @@ def test_ceilings_are_stored_once_per_fingerprint_and_remeasured_on_request(tmp_
     with sqlite3.connect(tmp_path / "runs.db") as connection:
         assert connection.execute("select count(*) from device_ceilings").fetchone() == (1,)
     other, origin = profile_ceilings(db, "cpu", 2, remeasure=False)
-    assert origin == "measured now and stored" and other.fingerprint != first.fingerprint  # another thread count, another machine
+    assert (
+        origin == "measured now and stored" and other.fingerprint != first.fingerprint
+    )  # another thread count, another machine
 
 
 def test_profile_cli_ceilings_alone(tmp_path: Path) -> None:
@@ -317,7 +356,11 @@ def test_profile_cli_ceilings_alone(tmp_path: Path) -> None:
     first = CliRunner().invoke(cli_app(), [*args, "--json"])
     assert first.exit_code == 0, first.output
     measured = json.loads(first.stdout)
-    assert measured["device"] == "cpu" and measured["ceilings_origin"] == "measured now and stored" and measured["ceilings"]["memory_gbps"] > 0
+    assert (
+        measured["device"] == "cpu"
+        and measured["ceilings_origin"] == "measured now and stored"
+        and measured["ceilings"]["memory_gbps"] > 0
+    )
     second = CliRunner().invoke(cli_app(), args)
     assert second.exit_code == 0 and "stored, measured" in second.stdout and "1 threads" in second.stdout
     assert f"memory {measured['ceilings']['memory_gbps']:.4g} GB/s" in second.stdout
@@ -327,7 +370,9 @@ def test_profile_cli_ceilings_alone(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_profile_cli_json_on_cpp_softmax(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli_app(), ["profile", str(EXAMPLES / "cpp_softmax"), "--json", "--db", str(tmp_path / "runs.db")])
+    result = CliRunner().invoke(
+        cli_app(), ["profile", str(EXAMPLES / "cpp_softmax"), "--json", "--db", str(tmp_path / "runs.db")]
+    )
     assert result.exit_code == 0, result.output
     lines = [line for line in result.stdout.splitlines() if line.strip()]
     data = json.loads(lines[-1])
@@ -335,7 +380,10 @@ def test_profile_cli_json_on_cpp_softmax(tmp_path: Path) -> None:
     assert data["ceilings"]["memory_gbps"] > 0 and data["ceilings"]["gflops"]["float32"] > 0
     assert [row["shape"] for row in data["shapes"]] == [[1024, 1024], [256, 4096]]
     for row in data["shapes"]:
-        assert row["flops"] == 4 * row["shape"][0] * row["shape"][1] and row["bytes"] == 8 * row["shape"][0] * row["shape"][1]
+        assert (
+            row["flops"] == 4 * row["shape"][0] * row["shape"][1]
+            and row["bytes"] == 8 * row["shape"][0] * row["shape"][1]
+        )
         assert row["floor_ms"] > 0 and row["bound"] in ("memory", "compute")
         assert row["baseline_median_ms"] > 0
         assert 0 < row["baseline_fraction_of_floor"] <= 1.0  # the naive baseline is nowhere near the floor
@@ -349,13 +397,26 @@ def test_profile_cli_json_on_cpp_softmax(tmp_path: Path) -> None:
 def test_profile_cli_candidate_breakdown_comes_from_its_sandbox(tmp_path: Path) -> None:
     from conftest import CANDIDATES, SOFTMAX
 
-    result = CliRunner().invoke(cli_app(), ["profile", str(SOFTMAX), "--candidate", str(CANDIDATES / "faster.py"), "--json", "--db", str(tmp_path / "runs.db")])
+    result = CliRunner().invoke(
+        cli_app(),
+        [
+            "profile",
+            str(SOFTMAX),
+            "--candidate",
+            str(CANDIDATES / "faster.py"),
+            "--json",
+            "--db",
+            str(tmp_path / "runs.db"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     data = json.loads([line for line in result.stdout.splitlines() if line.strip()][-1])
     assert data["timing"]["role"] == "candidate" and data["timing"]["speedup"] > 1
     breakdown = data["breakdown"]
     assert breakdown["role"] == "candidate" and breakdown["reported_by"] == "the candidate's sandboxed process"
-    assert "aten::_softmax" in [op["name"] for op in breakdown["top_ops"]]  # the candidate's own operators, not the baseline's
+    assert "aten::_softmax" in [
+        op["name"] for op in breakdown["top_ops"]
+    ]  # the candidate's own operators, not the baseline's
     assert "aten::exp" not in [op["name"] for op in breakdown["top_ops"]]
     assert "aten::_softmax" in data["profile"]["top operators by self time"]
     assert data["profile"]["candidate_median_ms"] > 0 and data["profile"]["fraction_of_floor"] > 0

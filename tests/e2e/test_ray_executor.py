@@ -69,16 +69,35 @@ def rows(db: Path, sql: str) -> list[tuple]:
 
 
 def optimize_args(tmp_path: Path, name: str, *extra: str) -> list[str]:
-    return ["optimize", str(SOFTMAX), "--db", str(tmp_path / f"{name}.db"), "--sandbox", str(tmp_path / f"sandbox-{name}"), "--threads", "1",
-            "--rounds", "1", "--samples", "1", "--json", *extra]
+    return [
+        "optimize",
+        str(SOFTMAX),
+        "--db",
+        str(tmp_path / f"{name}.db"),
+        "--sandbox",
+        str(tmp_path / f"sandbox-{name}"),
+        "--threads",
+        "1",
+        "--rounds",
+        "1",
+        "--samples",
+        "1",
+        "--json",
+        *extra,
+    ]
 
 
 def test_optimize_on_ray_stores_verdicts_like_the_local_pool_and_survives_a_killed_worker(tmp_path: Path) -> None:
     """The CLI starts its own local Ray; the first evaluation's worker is SIGKILLed and the evaluation retried."""
     killer = WorkerKiller(kills=1)
     killer.start()
-    ray_proc = subprocess.Popen([sys.executable, "-m", "kernel_agent", *optimize_args(tmp_path, "ray", "--executor", "ray")], cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ray_proc = subprocess.Popen(
+        [sys.executable, "-m", "kernel_agent", *optimize_args(tmp_path, "ray", "--executor", "ray")],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     local = run_cli(*optimize_args(tmp_path, "local"))  # meanwhile, the same run on the local pool
     out, err = ray_proc.communicate(timeout=300)
     killer.done.set()
@@ -91,8 +110,10 @@ def test_optimize_on_ray_stores_verdicts_like_the_local_pool_and_survives_a_kill
     plan = json.loads(rows(ray_db, "select options from runs")[0][0])
     assert plan["executor"] == "ray" and plan["ray_address"] is None
     assert json.loads(out)["kernels"][0]["name"] == json.loads(local.stdout)["kernels"][0]["name"] == "softmax64"
-    query = ("select c.origin, c.source_hash, e.status, e.correct, e.device, e.isolation, e.verdict, e.environment "
-             "from candidates c join evaluations e on e.candidate_id = c.id order by c.id")
+    query = (
+        "select c.origin, c.source_hash, e.status, e.correct, e.device, e.isolation, e.verdict, e.environment "
+        "from candidates c join evaluations e on e.candidate_id = c.id order by c.id"
+    )
     on_ray, on_local = rows(ray_db, query), rows(local_db, query)
     assert [r[:2] for r in on_ray] == [r[:2] for r in on_local]  # same candidates, same sources
     for ray_row, local_row in zip(on_ray, on_local):
@@ -104,7 +125,10 @@ def test_optimize_on_ray_stores_verdicts_like_the_local_pool_and_survives_a_kill
         assert all(c["passed"] for c in ray_verdict["checks"])
         assert json.loads(ray_row[7])["executor"]["kind"] == "ray" and "executor" not in json.loads(local_row[7])
     # One evaluation row per candidate; the killed evaluation was retried, and that is recorded with its verdict.
-    assert rows(ray_db, "select count(*), count(distinct candidate_id) from evaluations")[0] == (len(on_ray), len(on_ray))
+    assert rows(ray_db, "select count(*), count(distinct candidate_id) from evaluations")[0] == (
+        len(on_ray),
+        len(on_ray),
+    )
     assert rows(ray_db, "select count(*) from candidates where source_hash is not null")[0][0] == len(on_ray)
     executors = [json.loads(r[7])["executor"] for r in on_ray]
     assert sum(e["attempts"] for e in executors) == len(on_ray) + 1
@@ -123,7 +147,9 @@ def test_a_worker_lost_on_every_try_ends_as_crashed(tmp_path: Path) -> None:
         assert executor.cpu_slots == 1 and executor.gpus == 0
         killer = WorkerKiller(kills=2)
         killer.start()
-        verdict = executor.submit(load_problem(SOFTMAX), CANDIDATE, EvalOptions(threads=1, sandbox_root=tmp_path / "sandbox")).result(timeout=180)
+        verdict = executor.submit(
+            load_problem(SOFTMAX), CANDIDATE, EvalOptions(threads=1, sandbox_root=tmp_path / "sandbox")
+        ).result(timeout=180)
         killer.done.set()
         assert len(killer.killed) == 2
         assert verdict.status == "crashed"

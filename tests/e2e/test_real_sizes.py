@@ -30,7 +30,13 @@ print(json.dumps({"status": verdict.status, "reason": verdict.reason, "peak_mb":
 
 def test_a_256_mb_problem_gets_its_verdict_within_the_memory_bound(tmp_path: Path) -> None:
     """Bound (issue 13): each process at most 4x one call's working set plus 1.5 GB."""
-    proc = subprocess.run([sys.executable, "-c", EVALUATE, str(LARGE / "relu256"), str(tmp_path / "sandbox")], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-c", EVALUATE, str(LARGE / "relu256"), str(tmp_path / "sandbox")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["status"] in ("correct", "faster"), result["reason"]
     bound_mb = 4 * 256 + 1536
@@ -41,14 +47,26 @@ def test_a_256_mb_problem_gets_its_verdict_within_the_memory_bound(tmp_path: Pat
 def test_a_problem_too_large_for_the_machine_is_refused_in_seconds(tmp_path: Path) -> None:
     started = time.monotonic()
     problem = load_problem(LARGE / "too_large.py")  # shapes from the meta device: nothing allocated
-    verdict = evaluate(problem, (LARGE / "too_large.py").read_text() + "\nModelNew = Model\n", EvalOptions(sandbox_root=tmp_path / "sandbox"))
+    verdict = evaluate(
+        problem,
+        (LARGE / "too_large.py").read_text() + "\nModelNew = Model\n",
+        EvalOptions(sandbox_root=tmp_path / "sandbox"),
+    )
     assert verdict.status == "rejected"
-    assert "too large for this machine" in verdict.reason and "64.00 GB" in verdict.reason and "--memory-budget" in verdict.reason
+    assert (
+        "too large for this machine" in verdict.reason
+        and "64.00 GB" in verdict.reason
+        and "--memory-budget" in verdict.reason
+    )
     assert time.monotonic() - started < 20
 
 
 def test_a_problem_over_the_memory_budget_is_refused_with_the_budget_named(tmp_path: Path) -> None:
-    verdict = evaluate(load_problem(LARGE / "relu256"), (LARGE / "relu256" / "kernel.py").read_text(), EvalOptions(sandbox_root=tmp_path / "sandbox", memory_budget=2.0))
+    verdict = evaluate(
+        load_problem(LARGE / "relu256"),
+        (LARGE / "relu256" / "kernel.py").read_text(),
+        EvalOptions(sandbox_root=tmp_path / "sandbox", memory_budget=2.0),
+    )
     assert verdict.status == "rejected"
     assert "the --memory-budget is 2.00 GB" in verdict.reason
 
@@ -66,10 +84,27 @@ def test_a_batch_over_a_kernelbench_level_gives_every_file_a_status_and_goes_on(
     shutil.copy(LARGE / "too_large.py", level / "1_too_large.py")
     shutil.copy(FIXTURES / "kernelbench" / "kb_rowloop.py", level / "2_rowloop.py")
     db = tmp_path / "runs.db"
-    args = ("optimize", str(level), "--db", str(db), "--rounds", "1", "--sandbox", str(tmp_path / "sandbox"), "--threads", "1")
+    args = (
+        "optimize",
+        str(level),
+        "--db",
+        str(db),
+        "--rounds",
+        "1",
+        "--sandbox",
+        str(tmp_path / "sandbox"),
+        "--threads",
+        "1",
+    )
     proc = run_cli(*args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = sqlite3.connect(db).execute("select p.name, k.status, k.reason from run_kernels k join problems p on p.id = k.problem_id order by k.id").fetchall()
+    rows = (
+        sqlite3.connect(db)
+        .execute(
+            "select p.name, k.status, k.reason from run_kernels k join problems p on p.id = k.problem_id order by k.id"
+        )
+        .fetchall()
+    )
     assert [(name, status) for name, status, _ in rows][0] == ("1_too_large", "too_large")
     assert "64.00 GB" in rows[0][2] and "--memory-budget" in rows[0][2]
     assert rows[1][0] == "2_rowloop" and rows[1][1] in ("no_gain", "improved", "needs_review")

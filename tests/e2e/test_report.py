@@ -32,7 +32,16 @@ pytestmark = pytest.mark.slow
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("report")
     run = build_run(tmp)
-    approved = run_cli("review", "approve", str(run["best"]), "--note", "diff read; torch.softmax is exact here", "--db", str(run["db"]), env={"USER": "carol"})
+    approved = run_cli(
+        "review",
+        "approve",
+        str(run["best"]),
+        "--note",
+        "diff read; torch.softmax is exact here",
+        "--db",
+        str(run["db"]),
+        env={"USER": "carol"},
+    )
     assert approved.returncode == 0, approved.stderr
     out = tmp / "report.html"
     proc = run_cli("report", "latest", "-o", str(out), "--db", str(run["db"]))
@@ -42,13 +51,32 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_report_is_self_contained(report: Path) -> None:
     html = report.read_text()
-    assert "<script" not in html and "@import" not in html and not re.search(r"url\(\s*[\"']?(?!#)", html), "only in-document url(#id) references"
-    assert not re.search(r"""(src|href|xlink:href)\s*=\s*["'](?!#)""", html), "the report must not reference any other resource"
-    for needle in ("softmax64", "Lineage of the best candidate", "Failures by status", "Provenance", "carol", "approve", "<svg", "95% interval", "scripted"):
+    assert "<script" not in html and "@import" not in html and not re.search(r"url\(\s*[\"']?(?!#)", html), (
+        "only in-document url(#id) references"
+    )
+    assert not re.search(r"""(src|href|xlink:href)\s*=\s*["'](?!#)""", html), (
+        "the report must not reference any other resource"
+    )
+    for needle in (
+        "softmax64",
+        "Lineage of the best candidate",
+        "Failures by status",
+        "Provenance",
+        "carol",
+        "approve",
+        "<svg",
+        "95% interval",
+        "scripted",
+    ):
         assert needle in html, needle
     assert "return torch.softmax(x, dim=-1)" in re.sub(r"<[^>]+>", "", html).replace("&#39;", "'")
     roofline = html.split('<div class="chart roofline">', 1)[1].split("</div>", 1)[0]
-    assert "<svg" in roofline and "softmax64 (256x2048)" in roofline and "hollow: baseline" in roofline and "filled: best candidate" in roofline
+    assert (
+        "<svg" in roofline
+        and "softmax64 (256x2048)" in roofline
+        and "hollow: baseline" in roofline
+        and "filled: best candidate" in roofline
+    )
     assert "Roofline on " in html and "GB/s" in roofline
 
 
@@ -95,10 +123,25 @@ class DevTools:
 
 def start_chromium(profile: Path) -> tuple[subprocess.Popen, int]:
     process = subprocess.Popen(
-        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--remote-debugging-port=0",
-         "--remote-allow-origins=*", "--window-size=1280,1000", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            str(CHROMIUM),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            f"--user-data-dir={profile}",
+            "--remote-debugging-port=0",
+            "--remote-allow-origins=*",
+            "--window-size=1280,1000",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     port_file = profile / "DevToolsActivePort"
     deadline = time.monotonic() + 60
@@ -112,7 +155,10 @@ def start_chromium(profile: Path) -> tuple[subprocess.Popen, int]:
     raise TimeoutError("chromium did not open its DevTools port")
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (/usr/bin/chromium); scripts/setup installs it when run as root")
+@pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="Debian's chromium is not installed (/usr/bin/chromium); scripts/setup installs it when run as root",
+)
 def test_report_loads_offline_in_chromium(report: Path, tmp_path: Path) -> None:
     pytest.importorskip("websocket", reason="websocket-client is not installed (pip install -e '.[test]')")
     process, port = start_chromium(tmp_path / "profile")
@@ -128,10 +174,16 @@ def test_report_loads_offline_in_chromium(report: Path, tmp_path: Path) -> None:
         tools.wait_for("Page.loadEventFired")
         tools.drain(1.5)
         shot = base64.b64decode(tools.call("Page.captureScreenshot", format="png")["data"])
-        errors = [e for e in tools.events if e.get("method") == "Runtime.exceptionThrown"
-                  or (e.get("method") == "Runtime.consoleAPICalled" and e["params"].get("type") in ("error", "assert"))
-                  or (e.get("method") == "Log.entryAdded" and e["params"]["entry"].get("level") == "error")]
-        requests = [e["params"]["request"]["url"] for e in tools.events if e.get("method") == "Network.requestWillBeSent"]
+        errors = [
+            e
+            for e in tools.events
+            if e.get("method") == "Runtime.exceptionThrown"
+            or (e.get("method") == "Runtime.consoleAPICalled" and e["params"].get("type") in ("error", "assert"))
+            or (e.get("method") == "Log.entryAdded" and e["params"]["entry"].get("level") == "error")
+        ]
+        requests = [
+            e["params"]["request"]["url"] for e in tools.events if e.get("method") == "Network.requestWillBeSent"
+        ]
         title = tools.call("Runtime.evaluate", expression="document.title")["result"]["value"]
         tools.socket.close()
     finally:

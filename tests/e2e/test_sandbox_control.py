@@ -29,7 +29,12 @@ BUSY = textwrap.dedent("""
 
 
 def start(cgroup: Cgroup | None, *args: str) -> tuple[subprocess.Popen[str], ProcessControl]:
-    child = subprocess.Popen([sys.executable, "-c", BUSY, *args], stdout=subprocess.PIPE, text=True, preexec_fn=cgroup.join if cgroup else None)
+    child = subprocess.Popen(
+        [sys.executable, "-c", BUSY, *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=cgroup.join if cgroup else None,
+    )
     assert child.stdout is not None and child.stdout.readline().strip() == "ready"
     control = ProcessControl(child.pid, cgroup)
     control.adopt_worker()
@@ -56,7 +61,9 @@ def test_a_frozen_process_does_no_work_and_a_thawed_one_does(method: str) -> Non
         time.sleep(0.4)
         control.freeze()
         after = control.usage()
-        assert after.cpu_ns - during.cpu_ns >= 50_000_000  # it ran while thawed (a loaded 2-core machine gives it little)
+        assert (
+            after.cpu_ns - during.cpu_ns >= 50_000_000
+        )  # it ran while thawed (a loaded 2-core machine gives it little)
     finally:
         control.kill()
         child.wait(timeout=10)
@@ -80,4 +87,7 @@ def test_a_forked_process_is_counted_and_frozen_too(method: str) -> None:
         child.wait(timeout=10)
         if cgroup is not None:
             cgroup.remove()
-    assert not any(os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().split()[2] != "Z" for pid in control.untrusted())
+    assert not any(
+        os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().split()[2] != "Z"
+        for pid in control.untrusted()
+    )

@@ -21,7 +21,9 @@ def test_a_kernelbench_file_in_a_private_folder_gets_a_verdict(tmp_path: Path) -
     os.chmod(private, 0o700)
     shutil.copy(FIXTURES / "kernelbench" / "kb_rowloop.py", private / "kb_rowloop.py")
     shutil.copy(FIXTURES / "kernelbench" / "kb_rowloop_new.py", private / "candidate.py")
-    proc = run_cli("eval", "kb_rowloop.py", "candidate.py", "--json", "--threads", "1", cwd=private, env={"PYTHONPATH": str(ROOT)})
+    proc = run_cli(
+        "eval", "kb_rowloop.py", "candidate.py", "--json", "--threads", "1", cwd=private, env={"PYTHONPATH": str(ROOT)}
+    )
     verdict = json.loads(proc.stdout)
     assert verdict["status"] in ("faster", "correct"), verdict["reason"]
     assert not (private / "sandbox").exists() or not list((private / "sandbox").iterdir())
@@ -29,14 +31,26 @@ def test_a_kernelbench_file_in_a_private_folder_gets_a_verdict(tmp_path: Path) -
 
 def test_a_worker_that_dies_names_its_last_error_line(tmp_path: Path) -> None:
     candidate = "import os, sys\nsys.stderr.write('ValueError: the device table is missing row 7\\n')\nsys.stderr.flush()\nos._exit(3)\n"
-    verdict = evaluate(load_problem(FIXTURES / "softmax64"), candidate + "def kernel(x):\n    return x\n", EvalOptions(sandbox_root=tmp_path / "sandbox", threads=1))
+    verdict = evaluate(
+        load_problem(FIXTURES / "softmax64"),
+        candidate + "def kernel(x):\n    return x\n",
+        EvalOptions(sandbox_root=tmp_path / "sandbox", threads=1),
+    )
     assert verdict.status == "crashed"
     assert "worker exited (code 3) without answering" in verdict.reason
     assert "the device table is missing row 7" in verdict.reason
 
 
 def test_a_worker_killed_by_a_signal_says_which_and_why(tmp_path: Path) -> None:
-    source = (FIXTURES / "candidates" / "segfault.py").read_text().replace("    load_library(", "    print('about to call crash()', flush=True)\n    load_library(")
-    verdict = evaluate(load_problem(FIXTURES / "softmax64"), source, EvalOptions(sandbox_root=tmp_path / "sandbox", threads=1, build_store=tmp_path / "store"))
+    source = (
+        (FIXTURES / "candidates" / "segfault.py")
+        .read_text()
+        .replace("    load_library(", "    print('about to call crash()', flush=True)\n    load_library(")
+    )
+    verdict = evaluate(
+        load_problem(FIXTURES / "softmax64"),
+        source,
+        EvalOptions(sandbox_root=tmp_path / "sandbox", threads=1, build_store=tmp_path / "store"),
+    )
     assert verdict.status == "crashed", verdict.reason
     assert "SIGSEGV" in verdict.reason and "about to call crash()" in verdict.reason

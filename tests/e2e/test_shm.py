@@ -17,7 +17,12 @@ from kernel_agent.evaluate.sandbox.shm import InputSegment, MemoryReader, Output
 
 def test_placed_inputs_round_trip_through_a_read_only_view() -> None:
     segment = InputSegment()
-    inputs = [torch.randn(3, 17), torch.arange(5, dtype=torch.int64), torch.empty(0, 4), torch.ones(2, dtype=torch.bfloat16)]
+    inputs = [
+        torch.randn(3, 17),
+        torch.arange(5, dtype=torch.int64),
+        torch.empty(0, 4),
+        torch.ones(2, dtype=torch.bfloat16),
+    ]
     layout = [p.to_json() for p in segment.place(inputs)]
     seen = views(map_readonly(segment.fd), layout)
     assert all(torch.equal(a, b) and a.dtype == b.dtype for a, b in zip(inputs, seen))
@@ -44,14 +49,19 @@ def test_the_segment_cannot_be_written_shrunk_or_remapped_writable_by_its_reader
 
 def test_the_trusted_side_reads_a_frozen_process_tensor_by_its_description() -> None:
     child = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent("""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
             import time, torch
             from kernel_agent.evaluate.sandbox.shm import OutputRef
             t = torch.arange(12, dtype=torch.float32).reshape(3, 4).t()   # non-contiguous
             print(OutputRef.of(t, "cpu").to_json(), flush=True)
             time.sleep(60)
-        """)],
-        stdout=subprocess.PIPE, text=True,
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         ref = OutputRef.parse(eval(child.stdout.readline()))  # noqa: S307 - our own child's JSON list

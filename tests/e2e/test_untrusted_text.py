@@ -48,8 +48,13 @@ def controls(text: str) -> list[str]:
 
 def cli_bytes(*args: str) -> subprocess.CompletedProcess[bytes]:
     """The CLI with raw bytes captured: decoding is part of what is checked."""
-    return subprocess.run([sys.executable, "-m", "kernel_agent", *args], cwd=ROOT, capture_output=True, timeout=600,
-                          env={**os.environ, "COLUMNS": "200"})
+    return subprocess.run(
+        [sys.executable, "-m", "kernel_agent", *args],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 # ---- the sanitizer ------------------------------------------------------------------------------
@@ -68,7 +73,9 @@ def test_clean_removes_escapes_controls_and_invalid_unicode_and_keeps_brackets()
 
 
 def test_has_raw_controls_refuses_what_code_cannot_hold_and_allows_escapes_as_text() -> None:
-    assert has_raw_controls("x = '\\x1b[31m'\n\tif x:\r\n\f    pass\n") is None  # escapes written as text, tab, CRLF, form feed
+    assert (
+        has_raw_controls("x = '\\x1b[31m'\n\tif x:\r\n\f    pass\n") is None
+    )  # escapes written as text, tab, CRLF, form feed
     assert "U+001B" in has_raw_controls(f"x = '{ESC}[31m'\n")
     assert "U+202E" in has_raw_controls("x = 'abc\u202e'\n")  # Trojan Source bidi override
     assert "U+0000" in has_raw_controls("x = 1\x00\n")
@@ -76,14 +83,25 @@ def test_has_raw_controls_refuses_what_code_cannot_hold_and_allows_escapes_as_te
 
 
 def test_verdict_cleans_every_text_on_assignment_and_before_it_is_read() -> None:
-    verdict = Verdict("runtime_error", reason=HOSTILE, checks=[{"case": "c", "passed": False, "note": HOSTILE}],
-                      static=[{"rule": "r", "message": HOSTILE, "line": 1, "hard": False}])
+    verdict = Verdict(
+        "runtime_error",
+        reason=HOSTILE,
+        checks=[{"case": "c", "passed": False, "note": HOSTILE}],
+        static=[{"rule": "r", "message": HOSTILE, "line": 1, "hard": False}],
+    )
     verdict.candidate_output = "line one\n" + HOSTILE + "\n" * 2
     verdict.flags.append(HOSTILE)  # appended after the verdict was made, as the loop's floor check does
     data = verdict.to_dict()
     assert verdict.reason == clean(HOSTILE) and "[/red]" in verdict.reason
-    assert data["flags"] == [clean(HOSTILE)] and data["checks"][0]["note"] == clean(HOSTILE) and data["static"][0]["message"] == clean(HOSTILE)
-    assert verdict.candidate_output.startswith("line one\nred ") and "[/red] closes nothing [bold]" in verdict.candidate_output
+    assert (
+        data["flags"] == [clean(HOSTILE)]
+        and data["checks"][0]["note"] == clean(HOSTILE)
+        and data["static"][0]["message"] == clean(HOSTILE)
+    )
+    assert (
+        verdict.candidate_output.startswith("line one\nred ")
+        and "[/red] closes nothing [bold]" in verdict.candidate_output
+    )
     assert not controls(verdict.candidate_output)
     assert not controls(verdict.to_json()) and "\\u001b" not in verdict.to_json()
     long = Verdict("crashed", candidate_output="y" * 10_000)
@@ -101,7 +119,10 @@ def test_reply_whose_code_holds_a_raw_escape_is_a_parse_error_and_the_code_is_ne
     assert proposal.source is None and proposal.parse_error == reason
     assert proposal.note == summary_line(reply) and not controls(proposal.note) and "[bold]" in proposal.note
     escaped = "```python\nimport torch\n\ndef kernel(x):\n    print('\\x1b[2J')\n    return torch.softmax(x, -1)\n```\n"
-    assert extract_candidate(escaped, "kernel") == ("import torch\n\ndef kernel(x):\n    print('\\x1b[2J')\n    return torch.softmax(x, -1)\n", None)
+    assert extract_candidate(escaped, "kernel") == (
+        "import torch\n\ndef kernel(x):\n    print('\\x1b[2J')\n    return torch.softmax(x, -1)\n",
+        None,
+    )
     # splitlines() would have turned these into line breaks and so rewritten the code; they are refused instead
     for raw in ("\x1c", "\x0b", "\u2028\x85"):
         source, reason = extract_candidate(f"```python\ndef kernel(x):\n    return x  # {raw}\n```\n", "kernel")
@@ -116,20 +137,35 @@ def test_reply_whose_code_holds_a_raw_escape_is_a_parse_error_and_the_code_is_ne
 @pytest.mark.parametrize("fixture", E40, ids=[f.stem for f in E40])
 def test_eval_prints_a_verdict_not_the_candidates_text(fixture: Path, tmp_path: Path) -> None:
     for extra in ((), ("--json",)):
-        proc = cli_bytes("eval", str(SOFTMAX), str(fixture), "--sandbox", str(tmp_path / "sandbox"), "--threads", "1", *extra)
-        stdout, stderr = proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")  # strict: valid UTF-8 or the test fails
-        assert proc.returncode == 1, (extra, stdout, stderr[-2000:])  # a verdict, not a crash (which exits 1 with a traceback)
+        proc = cli_bytes(
+            "eval", str(SOFTMAX), str(fixture), "--sandbox", str(tmp_path / "sandbox"), "--threads", "1", *extra
+        )
+        stdout, stderr = (
+            proc.stdout.decode("utf-8"),
+            proc.stderr.decode("utf-8"),
+        )  # strict: valid UTF-8 or the test fails
+        assert proc.returncode == 1, (
+            extra,
+            stdout,
+            stderr[-2000:],
+        )  # a verdict, not a crash (which exits 1 with a traceback)
         assert "Traceback" not in stderr and "MarkupError" not in stderr, stderr[-2000:]
         assert not controls(stdout) and not controls(stderr), (controls(stdout), controls(stderr))
         if extra:
             verdict = json.loads(stdout)
             reason = verdict["reason"]
-            assert verdict["status"] == "runtime_error" and not controls(reason) and not controls(verdict["candidate_output"])
+            assert (
+                verdict["status"] == "runtime_error"
+                and not controls(reason)
+                and not controls(verdict["candidate_output"])
+            )
         else:
             assert stdout.startswith("runtime_error") and "reason:" in stdout
             reason = " ".join(stdout.split("reason:", 1)[1].split())  # rich wraps long lines; the words are what count
         if fixture.stem == "e40_rich_markup":
-            assert "[/red] closes nothing [bold] and [link=https://example.invalid]a link[/link] :thumbs_up: [/]" in reason
+            assert (
+                "[/red] closes nothing [bold] and [link=https://example.invalid]a link[/link] :thumbs_up: [/]" in reason
+            )
         if fixture.stem == "e40_ansi_escapes":
             assert "red alert, cleared" in reason
             if extra:
@@ -148,24 +184,58 @@ def test_hostile_text_stores_and_reads_back_clean(database_url: str, tmp_path: P
         run_id = store.create_run(db, "openai", "scripted", {})
         problem_id = store.ensure_problem(db, problem)
         run_kernel_id = store.add_run_kernel(db, run_id, problem_id)
-        common = dict(run_id=run_id, run_kernel_id=run_kernel_id, problem_id=problem_id, baseline_source=problem.baseline_source, parent_id=None,
-                      parent_source=problem.baseline_source, origin="openai", round=1)
+        common = dict(
+            run_id=run_id,
+            run_kernel_id=run_kernel_id,
+            problem_id=problem_id,
+            baseline_source=problem.baseline_source,
+            parent_id=None,
+            parent_source=problem.baseline_source,
+            origin="openai",
+            round=1,
+        )
         reply = f"```python\ndef kernel(x):\n    return x  # {ESC}[0m \ud800\n```\n"
-        call = LLMCall(prompt_hash="h" * 64, model="scripted", base_url="http://127.0.0.1:9/v1", request={"messages": []}, response_texts=[reply])
+        call = LLMCall(
+            prompt_hash="h" * 64,
+            model="scripted",
+            base_url="http://127.0.0.1:9/v1",
+            request={"messages": []},
+            response_texts=[reply],
+        )
         call_id = store.add_llm_call(db, call, run_id, run_kernel_id, 1)
-        failed = store.add_llm_call(db, LLMCall(prompt_hash="e" * 64, model="scripted", base_url="", request={}, response_texts=[], error=HOSTILE),
-                                    run_id, run_kernel_id, 1)
-        unparsed = store.add_candidate(db, source=None, note=HOSTILE, parse_error=HOSTILE, llm_call_id=call_id, **common)
-        candidate_id = store.add_candidate(db, source="import torch\n\ndef kernel(x):\n    return torch.softmax(x, -1)\n", note=HOSTILE, **common)
-        verdict = Verdict("flagged", reason=HOSTILE, speedup=3.0, speedup_ci=[2.5, 3.5], correct=True, candidate_output=HOSTILE,
-                          checks=[{"case": "c", "passed": True, "note": HOSTILE}], problem=problem.name, isolation="bwrap (" + "x" * 300 + ")")
+        failed = store.add_llm_call(
+            db,
+            LLMCall(prompt_hash="e" * 64, model="scripted", base_url="", request={}, response_texts=[], error=HOSTILE),
+            run_id,
+            run_kernel_id,
+            1,
+        )
+        unparsed = store.add_candidate(
+            db, source=None, note=HOSTILE, parse_error=HOSTILE, llm_call_id=call_id, **common
+        )
+        candidate_id = store.add_candidate(
+            db, source="import torch\n\ndef kernel(x):\n    return torch.softmax(x, -1)\n", note=HOSTILE, **common
+        )
+        verdict = Verdict(
+            "flagged",
+            reason=HOSTILE,
+            speedup=3.0,
+            speedup_ci=[2.5, 3.5],
+            correct=True,
+            candidate_output=HOSTILE,
+            checks=[{"case": "c", "passed": True, "note": HOSTILE}],
+            problem=problem.name,
+            isolation="bwrap (" + "x" * 300 + ")",
+        )
         verdict.flags.append("<script>alert(1)</script> " + HOSTILE)
         store.add_evaluation(db, candidate_id, verdict, 1.0)
         store.update_run_kernel(db, run_kernel_id, status="needs_review", reason="<script>alert(1)</script> " + HOSTILE)
         store.finish_run(db, run_id, "completed")
         record(db, candidate_id, "reject", note="looked at it \ud800 [/red]", reviewer="carol\udc80")
 
-        assert store.cached_call(db, "h" * 64).response_texts == [reply]  # replies are kept verbatim (JSON-escaped) so replay parses the same text
+        assert store.cached_call(db, "h" * 64).response_texts == [
+            reply
+        ]  # replies are kept verbatim (JSON-escaped) so replay parses the same text
         detail = candidate_detail(db, candidate_id)
         assert detail["reason"] == clean(HOSTILE) and detail["note"] == clean(HOSTILE, 2000)
         assert detail["verdict"]["flags"] == [clean("<script>alert(1)</script> " + HOSTILE)]
@@ -177,7 +247,9 @@ def test_hostile_text_stores_and_reads_back_clean(database_url: str, tmp_path: P
             (error,) = connection.execute(sql(f"select error from llm_calls where id = {failed}")).one()
             (reviewer, note) = connection.execute(sql("select reviewer, note from reviews")).one()
             (isolation,) = connection.execute(sql("select isolation from evaluations")).one()
-        assert len(isolation) == 200 and isolation.endswith("…")  # cut to the column (PostgreSQL refuses longer); the verdict JSON keeps it all
+        assert len(isolation) == 200 and isolation.endswith(
+            "…"
+        )  # cut to the column (PostgreSQL refuses longer); the verdict JSON keeps it all
         assert detail["verdict"]["isolation"] == "bwrap (" + "x" * 300 + ")"
         assert error == clean(HOSTILE) and reviewer == "carol\ufffd" and note == "looked at it \ufffd [/red]"
 
@@ -195,14 +267,25 @@ def test_hostile_text_stores_and_reads_back_clean(database_url: str, tmp_path: P
         path = database_url.removeprefix("sqlite:///")
         with sqlite3.connect(path) as connection:
             assert connection.execute("select count(*) from evaluations").fetchone() == (1,)
-        for args in (("runs", "show", str(run_id)), ("candidates", "show", str(candidate_id)), ("candidates", "list"), ("runs", "list")):
+        for args in (
+            ("runs", "show", str(run_id)),
+            ("candidates", "show", str(candidate_id)),
+            ("candidates", "list"),
+            ("runs", "list"),
+        ):
             proc = cli_bytes(*args, "--db", path)
             out = proc.stdout.decode("utf-8")
             assert proc.returncode == 0 and not controls(out), (args, proc.stderr.decode()[-2000:])
             if args[0] == "candidates" and args[1] == "show":
                 assert "[/red] closes nothing [bold]" in " ".join(out.split())
-        shown = subprocess.run([sys.executable, "-m", "kernel_agent", "review", str(run_id), "--db", path], cwd=ROOT, input=b"s\n", capture_output=True,
-                               timeout=300, env={**os.environ, "COLUMNS": "200"})
+        shown = subprocess.run(
+            [sys.executable, "-m", "kernel_agent", "review", str(run_id), "--db", path],
+            cwd=ROOT,
+            input=b"s\n",
+            capture_output=True,
+            timeout=300,
+            env={**os.environ, "COLUMNS": "200"},
+        )
         out = shown.stdout.decode("utf-8")
         assert shown.returncode == 0, shown.stderr.decode()[-2000:]
         assert "[/red] closes nothing [bold]" in out and not controls(out) and "candidate" in out
@@ -234,5 +317,9 @@ def test_every_help_text_prints_its_brackets() -> None:
     assert any('[prices] "model" = [usd_per_1M_in, usd_per_1M_out]' in t for t in seen)
     proc = run_cli("optimize", "--help", env={"COLUMNS": "200"})  # the installed entry point, as a user runs it
     shown = " ".join(proc.stdout.split())
-    assert proc.returncode == 0 and "pip install 'kernel-agent[cluster]'" in shown and "TOML manifest: [[kernel]] tables" in shown
+    assert (
+        proc.returncode == 0
+        and "pip install 'kernel-agent[cluster]'" in shown
+        and "TOML manifest: [[kernel]] tables" in shown
+    )
     assert '[prices] "model" = [usd_per_1M_in, usd_per_1M_out]' in shown

@@ -13,18 +13,21 @@ EPILOGUE_BLOCK = 1024
 
 
 @triton.jit
-def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn,
-                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+def _matmul_kernel(
+    a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr
+):
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
     acc = tl.zeros([BM, BN], tl.float32)
     for k0 in range(0, K, BK):
         ks = k0 + rk
-        a = tl.load(a_ptr + rm[:, None] * sam + ks[None, :] * sak,
-                    mask=(rm[:, None] < M) & (ks[None, :] < K), other=0.0)
-        b = tl.load(b_ptr + ks[:, None] * sbk + rn[None, :] * sbn,
-                    mask=(ks[:, None] < K) & (rn[None, :] < N), other=0.0)
+        a = tl.load(
+            a_ptr + rm[:, None] * sam + ks[None, :] * sak, mask=(rm[:, None] < M) & (ks[None, :] < K), other=0.0
+        )
+        b = tl.load(
+            b_ptr + ks[:, None] * sbk + rn[None, :] * sbn, mask=(ks[:, None] < K) & (rn[None, :] < N), other=0.0
+        )
         acc += tl.dot(a, b, input_precision="ieee")
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
@@ -45,10 +48,26 @@ def kernel(a, b, bias):
     bias = bias.contiguous()
     c = torch.empty((M, N), dtype=torch.float32, device=a.device)
     grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
-    _matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                         BM=BLOCK_M, BN=BLOCK_N, BK=BLOCK_K, num_warps=NUM_WARPS, num_stages=NUM_STAGES)
+    _matmul_kernel[grid](
+        a,
+        b,
+        c,
+        M,
+        N,
+        K,
+        a.stride(0),
+        a.stride(1),
+        b.stride(0),
+        b.stride(1),
+        BM=BLOCK_M,
+        BN=BLOCK_N,
+        BK=BLOCK_K,
+        num_warps=NUM_WARPS,
+        num_stages=NUM_STAGES,
+    )
     y = torch.empty((M, N), dtype=a.dtype, device=a.device)
     total = M * N
-    _bias_relu_kernel[(triton.cdiv(total, EPILOGUE_BLOCK),)](c, bias, y, total, N, BLOCK=EPILOGUE_BLOCK,
-                                                              num_warps=NUM_WARPS)
+    _bias_relu_kernel[(triton.cdiv(total, EPILOGUE_BLOCK),)](
+        c, bias, y, total, N, BLOCK=EPILOGUE_BLOCK, num_warps=NUM_WARPS
+    )
     return y

@@ -89,7 +89,9 @@ def insert(store: Path, key: str, built: Path, cap: int = DEFAULT_LIBRARY_BYTES)
         if not stat.S_ISREG(info.st_mode):
             raise LibraryTooLarge(f"{built.name} is not a regular file")
         if info.st_size > cap:
-            raise LibraryTooLarge(f"the library is {info.st_size / (1 << 20):.0f} MB, over the {cap >> 20} MB per-library limit; it was not stored")
+            raise LibraryTooLarge(
+                f"the library is {info.st_size / (1 << 20):.0f} MB, over the {cap >> 20} MB per-library limit; it was not stored"
+            )
         _copy_fd(source, staged, cap)
     except BaseException:
         _unlink(staged)
@@ -175,7 +177,7 @@ def _copy_fd(source: int, path: Path, cap: int) -> None:
                 raise LibraryTooLarge(f"the library grew past the {cap >> 20} MB per-library limit while being copied")
             view = memoryview(chunk)
             while view:
-                view = view[os.write(out, view):]
+                view = view[os.write(out, view) :]
         os.fchmod(out, 0o755)
     finally:
         os.close(out)

@@ -30,11 +30,33 @@ FORBIDDEN_MODULES = {
     "importlib": "imports modules dynamically",
 }
 FORBIDDEN_CALLS = {
-    "os.system", "os.popen", "os.fork", "os.forkpty", "os.kill", "os.killpg", "os.setsid",
-    "os.execv", "os.execve", "os.execvp", "os.spawnv", "os.posix_spawn", "sys._getframe", "sys.settrace",
-    "sys.setprofile", "eval", "exec", "__import__", "breakpoint",
+    "os.system",
+    "os.popen",
+    "os.fork",
+    "os.forkpty",
+    "os.kill",
+    "os.killpg",
+    "os.setsid",
+    "os.execv",
+    "os.execve",
+    "os.execvp",
+    "os.spawnv",
+    "os.posix_spawn",
+    "sys._getframe",
+    "sys.settrace",
+    "sys.setprofile",
+    "eval",
+    "exec",
+    "__import__",
+    "breakpoint",
 }
-FORBIDDEN_ATTRIBUTES = {"f_back": "walks caller frames", "f_globals": "reads caller globals", "__globals__": "reads function globals", "tb_frame": "walks frames", "gi_frame": "walks frames"}
+FORBIDDEN_ATTRIBUTES = {
+    "f_back": "walks caller frames",
+    "f_globals": "reads caller globals",
+    "__globals__": "reads function globals",
+    "tb_frame": "walks frames",
+    "gi_frame": "walks frames",
+}
 
 
 def _dotted(node: ast.AST) -> str:
@@ -55,21 +77,47 @@ def common_findings(tree: ast.Module, allow_ctypes: bool) -> list:
             for name in names:
                 root = name.split(".")[0]
                 if root in FORBIDDEN_MODULES:
-                    findings.append(StaticFinding("forbidden-import", f"imports {name} ({FORBIDDEN_MODULES[root]})", True, node.lineno))
+                    findings.append(
+                        StaticFinding(
+                            "forbidden-import", f"imports {name} ({FORBIDDEN_MODULES[root]})", True, node.lineno
+                        )
+                    )
                 if root == "ctypes" and not allow_ctypes:
-                    findings.append(StaticFinding("forbidden-import", "imports ctypes (raw memory access) outside the cpp backend", True, node.lineno))
+                    findings.append(
+                        StaticFinding(
+                            "forbidden-import",
+                            "imports ctypes (raw memory access) outside the cpp backend",
+                            True,
+                            node.lineno,
+                        )
+                    )
         elif isinstance(node, ast.Call):
             name = _dotted(node.func)
             if name in FORBIDDEN_CALLS:
                 findings.append(StaticFinding("forbidden-call", f"calls {name}()", True, node.lineno))
         elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_ATTRIBUTES:
-            findings.append(StaticFinding("forbidden-attribute", f"uses .{node.attr} ({FORBIDDEN_ATTRIBUTES[node.attr]})", True, node.lineno))
+            findings.append(
+                StaticFinding(
+                    "forbidden-attribute", f"uses .{node.attr} ({FORBIDDEN_ATTRIBUTES[node.attr]})", True, node.lineno
+                )
+            )
         elif isinstance(node, ast.ClassDef):
             for base in node.bases:
                 if _dotted(base) in ("Model", "problem.Model"):
-                    findings.append(StaticFinding("subclasses-reference", f"class {node.name} subclasses the reference Model", True, node.lineno))
+                    findings.append(
+                        StaticFinding(
+                            "subclasses-reference",
+                            f"class {node.name} subclasses the reference Model",
+                            True,
+                            node.lineno,
+                        )
+                    )
         elif isinstance(node, ast.Try):
-            findings.append(StaticFinding("try-fallback", "try/except around kernel code can hide a fallback path", False, node.lineno))
+            findings.append(
+                StaticFinding(
+                    "try-fallback", "try/except around kernel code can hide a fallback path", False, node.lineno
+                )
+            )
     return findings
 
 

@@ -37,10 +37,17 @@ class TritonBackend(Backend):
             name = checks._dotted(decorator.func if isinstance(decorator, ast.Call) else decorator)
             return "jit" in name or "autotune" in name or "heuristics" in name
 
-        jitted = [node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and any(is_triton_decorator(d) for d in node.decorator_list)]
+        jitted = [
+            node.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef) and any(is_triton_decorator(d) for d in node.decorator_list)
+        ]
         if not jitted:
             return "no @triton.jit kernel in the source"
-        launched = any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in jitted for n in ast.walk(tree))
+        launched = any(
+            isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in jitted
+            for n in ast.walk(tree)
+        )
         if not launched:
             return f"the Triton kernel(s) {', '.join(jitted)} are never launched (expected kernel[grid](...))"
         return None
@@ -108,7 +115,9 @@ def provide_library(cpp_source: str, build: BuildContext, view: Path) -> Path:
             return store.place(library, view, build.isolation.uid)
         except FileNotFoundError:
             if attempt:  # evicted twice by concurrent builds between finding and placing it
-                raise BuildFailed("the library was evicted from the build store while being placed; the store quota is too small for the builds running at once") from None
+                raise BuildFailed(
+                    "the library was evicted from the build store while being placed; the store quota is too small for the builds running at once"
+                ) from None
         except OSError as exc:
             raise BuildFailed(f"could not place the library in the work dir: {exc.strerror}") from None
     raise AssertionError("unreachable")
@@ -151,7 +160,9 @@ class _CompilerLimits:
 
     def __init__(self, build: BuildContext, wall: float) -> None:
         limits = build.limits
-        self.cpu = max(1, min(build.cpu_seconds, math.ceil(wall) + 1, getattr(limits, "cpu_seconds", build.cpu_seconds)))
+        self.cpu = max(
+            1, min(build.cpu_seconds, math.ceil(wall) + 1, getattr(limits, "cpu_seconds", build.cpu_seconds))
+        )
         self.file = min(build.library_bytes, getattr(limits, "file_bytes", build.library_bytes))
         self.data = min(build.memory_bytes, getattr(limits, "data_bytes", None) or build.memory_bytes)
         self.disk = getattr(limits, "disk_bytes", None)
@@ -172,7 +183,9 @@ class _CompilerLimits:
         if "No space left on device" in output:
             quota = f"{self.disk // MB} MB " if self.disk else ""
             return f"the compiler's scratch space passed the {quota}disk quota (No space left on device)"
-        if any(text in output for text in ("out of memory", "memory exhausted", "Cannot allocate memory", "std::bad_alloc")):
+        if any(
+            text in output for text in ("out of memory", "memory exhausted", "Cannot allocate memory", "std::bad_alloc")
+        ):
             return f"the compiler hit the {self.data // MB} MB memory limit"
         if "Killed signal terminated program" in output:
             return f"the compiler was killed at a resource limit ({self.cpu} s CPU time or {self.data // MB} MB memory)"
@@ -194,7 +207,14 @@ def _compile(cpp_source: str, build: BuildContext, tmp: Path, wall: float) -> Pa
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=sandbox_env({}, tmp), cwd=tmp, preexec_fn=limits.apply, start_new_session=True
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=sandbox_env({}, tmp),
+            cwd=tmp,
+            preexec_fn=limits.apply,
+            start_new_session=True,
         )
     finally:
         os.close(log)
@@ -205,7 +225,11 @@ def _compile(cpp_source: str, build: BuildContext, tmp: Path, wall: float) -> Pa
     finally:
         _kill_group(process)
     if code is None:
-        why = "what was left of the evaluation's timeout" if build.deadline is not None and wall < build.timeout else "the build limit"
+        why = (
+            "what was left of the evaluation's timeout"
+            if build.deadline is not None and wall < build.timeout
+            else "the build limit"
+        )
         raise BuildFailed(f"the compiler ran past its {wall:.0f} s time limit ({why}) and was killed")
     output = _read_head(log_path)
     if code != 0 or built.is_symlink() or not built.is_file():

@@ -35,7 +35,16 @@ SANDBOX_UID = 65534  # nobody
 DEFAULT_DISK_BYTES = 1 << 30  # scratch tmpfs size and the work dir's disk quota
 DEFAULT_MAX_FILES = 100_000  # a flood of empty files costs inodes and slows every scan
 MB = 1 << 20
-ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+ENV_ALLOWLIST = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "CUDA_VISIBLE_DEVICES",
+    "LD_LIBRARY_PATH",
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+)
 
 
 @dataclass(frozen=True)
@@ -105,11 +114,22 @@ def probe(preferred: str = "auto") -> Isolation:
             if _works(prefix + ["/bin/true"]):
                 # --size needs bubblewrap 0.7 or later; without it the disk bound is disk_overuse alone.
                 sized = _works(prefix + ["--size", str(MB), "--tmpfs", "/tmp", "/bin/true"])
-                layers = ("minimal-root", "private-tmp", "no-net", "pid-ns", "env-allowlist", "rlimits", *(["scratch-tmpfs"] if sized else []), *(["setuid"] if root else []))
+                layers = (
+                    "minimal-root",
+                    "private-tmp",
+                    "no-net",
+                    "pid-ns",
+                    "env-allowlist",
+                    "rlimits",
+                    *(["scratch-tmpfs"] if sized else []),
+                    *(["setuid"] if root else []),
+                )
                 return Isolation("bwrap", uid, layers)
         if level == "unshare" and shutil.which("unshare"):
             if _works(unshare_prefix() + ["/bin/true"]):
-                return Isolation("unshare", uid, ("no-net", "pid-ns", "env-allowlist", "rlimits", *(["setuid"] if root else [])))
+                return Isolation(
+                    "unshare", uid, ("no-net", "pid-ns", "env-allowlist", "rlimits", *(["setuid"] if root else []))
+                )
         if level == "process":
             return Isolation("process", uid, ("session", "env-allowlist", "rlimits", *(["setuid"] if root else [])))
     raise RuntimeError(f"isolation level {preferred!r} is not available on this machine")
@@ -130,7 +150,11 @@ def needed_read_paths(extra: tuple[Path, ...] = ()) -> list[Path]:
     """Everything the worker must read beyond the system: interpreter, site-packages, this package, extras."""
     candidates = [Path(sys.executable).resolve().parent.parent, Path(sys.prefix), Path(sys.base_prefix)]
     candidates += [Path(p) for p in sys.path if p and "-packages" in p and Path(p).exists()]
-    candidates += [Path(p) for p in sys.path if p and Path(p).resolve().is_relative_to(Path(sys.base_prefix).resolve()) and Path(p).exists()]
+    candidates += [
+        Path(p)
+        for p in sys.path
+        if p and Path(p).resolve().is_relative_to(Path(sys.base_prefix).resolve()) and Path(p).exists()
+    ]
     candidates += [package_dir(), *extra]
     binds: list[Path] = []
     for candidate in (c.resolve() for c in candidates):
@@ -146,14 +170,24 @@ def _parents(path: Path, made: set[Path]) -> list[str]:
     sandbox uid's reach), except inside the read-only system trees."""
     args: list[str] = []
     for parent in reversed(path.parents):
-        if parent == Path("/") or parent in made or any(parent == Path(d) or Path(d) in parent.parents for d in SYSTEM_DIRS):
+        if (
+            parent == Path("/")
+            or parent in made
+            or any(parent == Path(d) or Path(d) in parent.parents for d in SYSTEM_DIRS)
+        ):
             continue
         args += ["--perms", "0755", "--dir", str(parent)]
         made.add(parent)
     return args
 
 
-def bwrap_prefix(workdir: Path, extra_ro: tuple[Path, ...], gpu: bool, masked: tuple[Path, ...] = (), scratch_bytes: int | None = None) -> list[str]:
+def bwrap_prefix(
+    workdir: Path,
+    extra_ro: tuple[Path, ...],
+    gpu: bool,
+    masked: tuple[Path, ...] = (),
+    scratch_bytes: int | None = None,
+) -> list[str]:
     """A minimal root: the system trees read-only, the interpreter and this package, the extras,
     and the work dir. Project folders, home folders and every other copy of a problem (and
     its reference) on this machine are simply not there. `masked` paths are hidden even
@@ -162,7 +196,9 @@ def bwrap_prefix(workdir: Path, extra_ro: tuple[Path, ...], gpu: bool, masked: t
     evaluation's own build folder) are bound read-only over the writable work dir, so even a
     same-uid sandbox cannot swap its library."""
     root = workdir.resolve()
-    inside = tuple(p for p in extra_ro if root != Path("/") and p.is_absolute() and p.resolve() == p and root in p.parents)
+    inside = tuple(
+        p for p in extra_ro if root != Path("/") and p.is_absolute() and p.resolve() == p and root in p.parents
+    )
     extra_ro = tuple(p for p in extra_ro if p not in inside)
     cmd = ["bwrap", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for directory in SYSTEM_DIRS:
@@ -179,7 +215,11 @@ def bwrap_prefix(workdir: Path, extra_ro: tuple[Path, ...], gpu: bool, masked: t
         made.add(path)
     for path in masked:
         path = path.resolve()
-        if path.exists() and any(path == b or b in path.parents for b in needed_read_paths(extra_ro)) and path != workdir:
+        if (
+            path.exists()
+            and any(path == b or b in path.parents for b in needed_read_paths(extra_ro))
+            and path != workdir
+        ):
             cmd += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
     if workdir != Path("/"):
         cmd += _parents(workdir, made) + ["--bind", str(workdir), str(workdir)]
@@ -206,7 +246,15 @@ def drop_privileges_prefix() -> list[str]:
     """Switch to the unprivileged uid inside the isolation layer (only when root)."""
     if os.geteuid() != 0:
         return []
-    return ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+    return [
+        "setpriv",
+        f"--reuid={SANDBOX_UID}",
+        f"--regid={SANDBOX_UID}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+    ]
 
 
 def scratch_tmpfs_args(workdir: Path, size: int) -> list[str]:
@@ -375,7 +423,7 @@ def write_trusted(path: Path, data: bytes, owner: int | None = None) -> None:
             os.fchown(fd, owner, owner)
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
 

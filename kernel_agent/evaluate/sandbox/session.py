@@ -26,8 +26,25 @@ import torch
 from kernel_agent.core.text import clean
 from kernel_agent.core.verdict import StatusError
 from kernel_agent.evaluate.sandbox import channel
-from kernel_agent.evaluate.sandbox.control import Cgroup, ControlError, ProcessControl, Usage, V1Group, cgroup_root, clean_stale_cgroups
-from kernel_agent.evaluate.sandbox.isolation import Isolation, Limits, disk_overuse, package_dir, prepare_workdir, sandbox_env, wrap, write_trusted
+from kernel_agent.evaluate.sandbox.control import (
+    Cgroup,
+    ControlError,
+    ProcessControl,
+    Usage,
+    V1Group,
+    cgroup_root,
+    clean_stale_cgroups,
+)
+from kernel_agent.evaluate.sandbox.isolation import (
+    Isolation,
+    Limits,
+    disk_overuse,
+    package_dir,
+    prepare_workdir,
+    sandbox_env,
+    wrap,
+    write_trusted,
+)
 from kernel_agent.evaluate.sandbox.shm import InputSegment, MemoryReader, OutputRef, Placed, TransportError, read_bound
 from kernel_agent.evaluate.sandbox.worker import FD_IN, FD_INPUTS, FD_OUT, FD_STATE, WORKER_STATUSES
 
@@ -69,7 +86,11 @@ class Phase:
         self.wall_ns += wall_ns
 
     def to_json(self) -> dict[str, float]:
-        return {"requests": self.requests, "cpu_ms": round(self.cpu_ns / 1e6, 3), "wall_ms": round(self.wall_ns / 1e6, 3)}
+        return {
+            "requests": self.requests,
+            "cpu_ms": round(self.cpu_ns / 1e6, 3),
+            "wall_ms": round(self.wall_ns / 1e6, 3),
+        }
 
 
 @dataclass
@@ -125,7 +146,15 @@ ROLE_TAGS = {"candidate": "cand", "baseline": "base"}
 
 
 class WorkerSession:
-    def __init__(self, spec: WorkerSpec, workdir: Path, isolation: Isolation, limits: Limits, deadline: float, segment: InputSegment | None = None) -> None:
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        workdir: Path,
+        isolation: Isolation,
+        limits: Limits,
+        deadline: float,
+        segment: InputSegment | None = None,
+    ) -> None:
         self.spec = spec
         self.tag = ROLE_TAGS.get(spec.role, spec.role[:4])
         self.workdir = workdir
@@ -135,7 +164,9 @@ class WorkerSession:
         self.control: ProcessControl | None = None
         self.memory: MemoryReader | None = None
         self.segment: InputSegment | None = segment
-        self.owns_segment = segment is None  # one evaluation's two workers share one (each is frozen while the other runs)
+        self.owns_segment = (
+            segment is None
+        )  # one evaluation's two workers share one (each is frozen while the other runs)
         self.state_segment: InputSegment | None = None
         self.cgroup: Cgroup | None = None
         self.started_at = time.monotonic()
@@ -153,7 +184,15 @@ class WorkerSession:
         """Start the worker and wait until it is ready, frozen, before any candidate code runs."""
         spec, tag = self.spec, self.tag
         log = self.workdir / f"{tag}.log"
-        config = {"workdir": str(self.workdir), "log": str(log), "source": str(spec.source), "entry": spec.entry, "device": spec.device, "threads": spec.threads, "prefault_bytes": spec.prefault_bytes}
+        config = {
+            "workdir": str(self.workdir),
+            "log": str(log),
+            "source": str(spec.source),
+            "entry": spec.entry,
+            "device": spec.device,
+            "threads": spec.threads,
+            "prefault_bytes": spec.prefault_bytes,
+        }
         prepare_workdir(self.workdir, self.isolation.uid)
         # Trusted files are created afresh (never through a name the sandbox could have planted).
         config_path = self.workdir / f"{tag}.json"
@@ -198,7 +237,10 @@ class WorkerSession:
 
         def before_exec() -> None:
             # Move every end above the target numbers first so the dup2s cannot clobber each other.
-            moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) if fd >= 0 else -1 for fd in (to_worker_r, from_worker_w, segment_fd, state_fd)]
+            moved = [
+                fcntl.fcntl(fd, fcntl.F_DUPFD, 100) if fd >= 0 else -1
+                for fd in (to_worker_r, from_worker_w, segment_fd, state_fd)
+            ]
             for target, fd in zip((FD_IN, FD_OUT, FD_INPUTS, FD_STATE), moved):
                 if fd >= 0:
                     os.dup2(fd, target)
@@ -229,7 +271,9 @@ class WorkerSession:
         os.close(from_worker_w)
         self.reader = channel.LineReader(self.from_worker)
         self.control = ProcessControl(self.process.pid, self.cgroup)
-        pinned = "cpuset " + self.cpuset.read("cpuset.cpus") if self.cpuset is not None else ("affinity" if cpus else "any")
+        pinned = (
+            "cpuset " + self.cpuset.read("cpuset.cpus") if self.cpuset is not None else ("affinity" if cpus else "any")
+        )
         self.accounting = Accounting(method=self.control.accounting(), cores=pinned)
         began = time.perf_counter_ns()
         self._receive()  # "ready": the worker imported torch and nothing else
@@ -272,7 +316,11 @@ class WorkerSession:
         message: dict[str, Any] = {"cmd": "load"}
         if self.spec.state is not None:
             names, _tensors, init_args = self.spec.state
-            message["state"] = {"names": names, "layout": [p.to_json() for p in self.state_layout], "init_args": init_args}
+            message["state"] = {
+                "names": names,
+                "layout": [p.to_json() for p in self.state_layout],
+                "init_args": init_args,
+            }
         self.request(message, "load")
 
     def close(self) -> None:
@@ -364,7 +412,9 @@ class WorkerSession:
         host, device = reply.get("host_ms"), reply.get("device_ms")
         cuda = self.spec.device == "cuda"
         if not _claims(host, len(sets)) or (cuda and not _claims(device, len(sets))):
-            raise WorkerFailure("rejected", "the worker reported malformed timings (non-finite, non-positive or the wrong count)")
+            raise WorkerFailure(
+                "rejected", "the worker reported malformed timings (non-finite, non-positive or the wrong count)"
+            )
         outputs = reply.get("outputs")
         if not isinstance(outputs, list) or len(outputs) != len(sets):
             raise WorkerFailure("rejected", "protocol violation: the worker reply's outputs are not one list per call")
@@ -416,7 +466,10 @@ class WorkerSession:
             if self.accounting.idle_cpu_ns > IDLE_CPU_LIMIT_NS:
                 idle = self.accounting.idle_cpu_ns / 1e6
                 self.close()
-                raise WorkerFailure("rejected", f"the sandbox used {idle:.0f} ms of CPU while frozen between requests (escaped the freezer)")
+                raise WorkerFailure(
+                    "rejected",
+                    f"the sandbox used {idle:.0f} ms of CPU while frozen between requests (escaped the freezer)",
+                )
         self._cpu_at_thaw = usage.cpu_ns
         self.control.thaw()
         return time.perf_counter_ns()
@@ -453,7 +506,10 @@ class WorkerSession:
             raise WorkerFailure("crashed", f"{self.disk_reason}; the sandbox was killed")
         if usage.processes > 1:
             self.close()
-            raise WorkerFailure("rejected", f"the sandbox holds {usage.processes} processes: the candidate started child processes ({phase})")
+            raise WorkerFailure(
+                "rejected",
+                f"the sandbox holds {usage.processes} processes: the candidate started child processes ({phase})",
+            )
 
     # ---- the pipe ------------------------------------------------------------------
     def _send(self, message: dict[str, Any]) -> None:
@@ -467,7 +523,10 @@ class WorkerSession:
             reply = self.reader.receive(self.deadline)
         except channel.ChannelTimeout:
             self.close()
-            raise WorkerFailure("timeout", f"no answer within the {self.timeout_s():.0f} s wall-clock limit; the process group was killed") from None
+            raise WorkerFailure(
+                "timeout",
+                f"no answer within the {self.timeout_s():.0f} s wall-clock limit; the process group was killed",
+            ) from None
         except channel.ChannelClosed:
             raise WorkerFailure(*self._death_reason()) from None
         except channel.ChannelError as exc:
@@ -532,7 +591,9 @@ def _tail(path: Path) -> str:
 
 
 def _finite_positive(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and 0 < value < float("inf")
+    return (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and 0 < value < float("inf")
+    )
 
 
 def _claims(values: object, count: int) -> bool:

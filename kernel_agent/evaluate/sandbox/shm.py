@@ -77,8 +77,14 @@ class InputSegment:
         self.fd = os.memfd_create("kernel-agent-inputs", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         self.capacity = os.sysconf("SC_PHYS_PAGES") * mmap.PAGESIZE
         os.ftruncate(self.fd, self.capacity)
-        self.map: mmap.mmap | None = mmap.mmap(self.fd, self.capacity, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_SEAL)
+        self.map: mmap.mmap | None = mmap.mmap(
+            self.fd, self.capacity, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
+        )
+        fcntl.fcntl(
+            self.fd,
+            fcntl.F_ADD_SEALS,
+            fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_SEAL,
+        )
         self.used = 0  # bytes the last placement wrote
 
     def place(self, tensors: list[torch.Tensor]) -> list[Placed]:
@@ -158,7 +164,13 @@ class OutputRef:
     @classmethod
     def of(cls, host: torch.Tensor, device: str) -> OutputRef:
         """The worker side: describe a host tensor (alive until the trusted side has read it) that came from `device`."""
-        return cls(host.data_ptr(), DTYPE_NAMES.get(host.dtype, str(host.dtype)), tuple(host.shape), tuple(host.stride()), device)
+        return cls(
+            host.data_ptr(),
+            DTYPE_NAMES.get(host.dtype, str(host.dtype)),
+            tuple(host.shape),
+            tuple(host.stride()),
+            device,
+        )
 
     def to_json(self) -> list:
         return [self.address, self.dtype, list(self.shape), list(self.strides), self.device]

@@ -29,7 +29,9 @@ from typing import Any
 
 FD_IN, FD_OUT, FD_INPUTS, FD_STATE = 3, 4, 5, 6
 WORKER_STATUSES = ("compile_error", "runtime_error", "crashed", "rejected", "incorrect")
-PRIVATE_COPY_BYTES = 256 << 20  # check inputs up to this are copied for the kernel; larger ones are the read-only segment itself
+PRIVATE_COPY_BYTES = (
+    256 << 20
+)  # check inputs up to this are copied for the kernel; larger ones are the read-only segment itself
 
 
 class Violation(Exception):
@@ -77,7 +79,9 @@ class Worker:
         if self.device == "cuda":
             torch.cuda.init()
             torch.empty(1, device="cuda")
-            self.l2_flush = torch.empty(max(2 * torch.cuda.get_device_properties(0).L2_cache_size, 64 << 20), dtype=torch.uint8, device="cuda")
+            self.l2_flush = torch.empty(
+                max(2 * torch.cuda.get_device_properties(0).L2_cache_size, 64 << 20), dtype=torch.uint8, device="cuda"
+            )
         # Warm torch's own thread pools so later counts only see the candidate's threads.
         (torch.ones(64, 64) @ torch.ones(64, 64)).sum().item()
         prefault = int(config.get("prefault_bytes", 0))
@@ -125,7 +129,9 @@ class Worker:
         for key, value in self.pristine.items():
             if key == "py_threads":
                 if now[key] > value:
-                    raise Violation(f"candidate started {now[key] - value} Python thread(s) ({when}); background work is not allowed")
+                    raise Violation(
+                        f"candidate started {now[key] - value} Python thread(s) ({when}); background work is not allowed"
+                    )
             elif now[key] is not value and now[key] != value:
                 raise Violation(f"harness tampering: {key} changed ({when})")
 
@@ -171,7 +177,9 @@ class Worker:
             model.load_state_dict(state, strict=True)
             model = model.to(self.device).eval()
         except BaseException as exc:  # noqa: BLE001
-            raise CallError("compile_error", f"could not build {entry} with the reference weights: {_one_line(exc)}") from None
+            raise CallError(
+                "compile_error", f"could not build {entry} with the reference weights: {_one_line(exc)}"
+            ) from None
         return model
 
     # ---- calls -----------------------------------------------------------
@@ -197,11 +205,15 @@ class Worker:
             raise CallError("crashed", "out of memory (the sandbox memory limit was hit)") from None
         except BaseException as exc:  # noqa: BLE001
             if _is_out_of_memory(exc):
-                raise CallError("crashed", f"out of memory (the sandbox memory limit was hit): {_one_line(exc)[:200]}") from None
+                raise CallError(
+                    "crashed", f"out of memory (the sandbox memory limit was hit): {_one_line(exc)[:200]}"
+                ) from None
             if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
                 raise CallError("crashed", "file-size limit hit (output flood): SIGXFSZ/EFBIG") from None
             if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise CallError("crashed", f"disk quota reached (the sandbox's scratch space is full): {_one_line(exc)[:200]}") from None
+                raise CallError(
+                    "crashed", f"disk quota reached (the sandbox's scratch space is full): {_one_line(exc)[:200]}"
+                ) from None
             status = "compile_error" if "CompilationError" in type(exc).__name__ else "runtime_error"
             raise CallError(status, f"{_one_line(exc)}{_where(exc, self.config['source'])}") from None
         outputs = (result,) if not isinstance(result, (tuple, list)) else tuple(result)
@@ -210,7 +222,10 @@ class Worker:
                 raise CallError("runtime_error", f"output {index} is a {type(out).__name__}, not a plain torch.Tensor")
             if out.__dict__:
                 # Per-instance overrides (.detach, .cpu, ...) would run the real work after the clock stops.
-                raise CallError("rejected", f"output {index} carries per-instance attributes ({', '.join(sorted(out.__dict__))[:120]}): lazy outputs are not allowed")
+                raise CallError(
+                    "rejected",
+                    f"output {index} carries per-instance attributes ({', '.join(sorted(out.__dict__))[:120]}): lazy outputs are not allowed",
+                )
         return outputs
 
     def _poison(self, nbytes: int, value: float) -> None:
@@ -248,7 +263,9 @@ class Worker:
     def warmup(self, message: dict[str, Any]) -> dict[str, Any]:
         inputs, _ = self._inputs(message, private=False)
         start, calls = time.perf_counter(), 0
-        while calls < int(message.get("min_calls", 10)) or time.perf_counter() - start < float(message.get("min_seconds", 0.025)):
+        while calls < int(message.get("min_calls", 10)) or time.perf_counter() - start < float(
+            message.get("min_seconds", 0.025)
+        ):
             self.run_call(inputs)
             if self.device == "cuda":
                 self.torch.cuda.synchronize()
@@ -288,7 +305,12 @@ class Worker:
             kept = self.kept
             described.append(self._describe(outputs))
             self.kept = kept + self.kept  # every call's outputs stay alive until the trusted side has read them
-        reply = {"ok": True, "host_ms": host_ms, "device_ms": device_ms if self.device == "cuda" else None, "outputs": described}
+        reply = {
+            "ok": True,
+            "host_ms": host_ms,
+            "device_ms": device_ms if self.device == "cuda" else None,
+            "outputs": described,
+        }
         if message.get("integrity"):
             self.check_integrity("after a timed block")
         return reply
@@ -307,7 +329,13 @@ class Worker:
         return {"ok": True, "breakdown": breakdown}
 
     def serve(self) -> None:
-        handlers = {"load": self.load, "check": self.check, "warmup": self.warmup, "call": self.call, "profile": self.profile}
+        handlers = {
+            "load": self.load,
+            "check": self.check,
+            "warmup": self.warmup,
+            "call": self.call,
+            "profile": self.profile,
+        }
         while True:
             try:
                 message = self.reader.receive()
@@ -342,7 +370,9 @@ def _check_aliasing(outputs: tuple[Any, ...], inputs: list[Any]) -> None:
 
 def _is_out_of_memory(exc: BaseException) -> bool:
     text = str(exc)
-    return type(exc).__name__ == "OutOfMemoryError" or "can't allocate memory" in text or "Cannot allocate memory" in text
+    return (
+        type(exc).__name__ == "OutOfMemoryError" or "can't allocate memory" in text or "Cannot allocate memory" in text
+    )
 
 
 def main() -> None:

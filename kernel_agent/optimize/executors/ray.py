@@ -57,7 +57,9 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise RayUnavailable("the Ray executor needs ray: pip install 'kernel-agent[cluster]' (or pip install 'ray>=2.9')") from None
+        raise RayUnavailable(
+            "the Ray executor needs ray: pip install 'kernel-agent[cluster]' (or pip install 'ray>=2.9')"
+        ) from None
     return ray
 
 
@@ -82,7 +84,9 @@ def messages_to_stderr() -> None:
     ray_worker.print_to_stdstream = to_stderr
 
 
-def evaluate_in_worker(problem_path: str, tolerances: dict, norm_tolerances: dict, source: str, options: EvalOptions) -> dict[str, Any]:
+def evaluate_in_worker(
+    problem_path: str, tolerances: dict, norm_tolerances: dict, source: str, options: EvalOptions
+) -> dict[str, Any]:
     """The body of the Ray task: reload the problem, evaluate in the sandbox, return the verdict as a dict."""
     import socket
 
@@ -96,7 +100,10 @@ def evaluate_in_worker(problem_path: str, tolerances: dict, norm_tolerances: dic
     verdict = evaluate(problem, source, replace(options, gate=NoGate()))
     data = verdict.to_dict()
     data["environment"]["executor"] = {
-        "kind": "ray", "host": socket.gethostname(), "pid": os.getpid(), "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+        "kind": "ray",
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
         "task_s": round(time.perf_counter() - started, 4),
     }
     return data
@@ -107,8 +114,18 @@ def system_failure(ray: Any, exc: BaseException) -> bool:
     errors = ray.exceptions
     lost = tuple(
         getattr(errors, name)
-        for name in ("WorkerCrashedError", "NodeDiedError", "ObjectLostError", "OwnerDiedError", "OutOfMemoryError", "LocalRayletDiedError",
-                     "RaySystemError", "ObjectReconstructionFailedError", "ReferenceCountingAssertionError", "TaskUnschedulableError")
+        for name in (
+            "WorkerCrashedError",
+            "NodeDiedError",
+            "ObjectLostError",
+            "OwnerDiedError",
+            "OutOfMemoryError",
+            "LocalRayletDiedError",
+            "RaySystemError",
+            "ObjectReconstructionFailedError",
+            "ReferenceCountingAssertionError",
+            "TaskUnschedulableError",
+        )
         if hasattr(errors, name)
     )
     if isinstance(exc, lost):
@@ -122,7 +139,13 @@ def system_failure(ray: Any, exc: BaseException) -> bool:
 class RayExecutor:
     """Run evaluations as Ray tasks on the cluster at `address` (None: start a local Ray on this machine)."""
 
-    def __init__(self, address: str | None = None, workers: int | None = None, retries: int = DEFAULT_RETRIES, num_cpus: int | None = None) -> None:
+    def __init__(
+        self,
+        address: str | None = None,
+        workers: int | None = None,
+        retries: int = DEFAULT_RETRIES,
+        num_cpus: int | None = None,
+    ) -> None:
         self.ray = ray = import_ray()
         self.address = address
         self.retries = max(0, retries)
@@ -132,12 +155,20 @@ class RayExecutor:
             try:
                 if address is None:
                     # A private local instance ("local": never join a stray cluster) that declares the CPU timing slot.
-                    ray.init(address="local", num_cpus=num_cpus or max(2, os.cpu_count() or 1), resources={CPU_TIMING_RESOURCE: 1},
-                             include_dashboard=False, log_to_driver=False, configure_logging=False)
+                    ray.init(
+                        address="local",
+                        num_cpus=num_cpus or max(2, os.cpu_count() or 1),
+                        resources={CPU_TIMING_RESOURCE: 1},
+                        include_dashboard=False,
+                        log_to_driver=False,
+                        configure_logging=False,
+                    )
                 else:
                     ray.init(address=address, log_to_driver=False, configure_logging=False)
             except Exception as exc:  # noqa: BLE001 - unreachable head, version mismatch, ...
-                raise RayUnavailable(f"cannot start or reach Ray at {address or 'a new local instance'}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+                raise RayUnavailable(
+                    f"cannot start or reach Ray at {address or 'a new local instance'}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                ) from None
             self.started_ray = True
         resources = ray.cluster_resources()
         self.gpus = int(resources.get("GPU", 0))
@@ -180,14 +211,22 @@ class RayExecutor:
         try:
             return self._evaluate(problem, source, options)
         except Exception as exc:  # noqa: BLE001 - e.g. Ray shut down under us, an undecodable result
-            return self._crashed(problem, options, f"the Ray executor failed: {type(exc).__name__}: {_first_line(exc)}", [], 0)
+            return self._crashed(
+                problem, options, f"the Ray executor failed: {type(exc).__name__}: {_first_line(exc)}", [], 0
+            )
 
     def _evaluate(self, problem: Problem, source: str, options: EvalOptions) -> Verdict:
         ray = self.ray
         placement = self.placement(problem, options)
         if "resources" in placement and self.cpu_slots == 0:
-            return self._crashed(problem, options, f"the Ray cluster offers no {CPU_TIMING_RESOURCE} resource for CPU evaluations; start CPU nodes with "
-                                 f"ray start ... --resources='{{\"{CPU_TIMING_RESOURCE}\": 1}}'", [], 0)
+            return self._crashed(
+                problem,
+                options,
+                f"the Ray cluster offers no {CPU_TIMING_RESOURCE} resource for CPU evaluations; start CPU nodes with "
+                f"ray start ... --resources='{{\"{CPU_TIMING_RESOURCE}\": 1}}'",
+                [],
+                0,
+            )
         # The sandbox root must mean the same folder to every worker, whatever its working directory.
         shipped = replace(options, gate=NoGate(), sandbox_root=Path(options.sandbox_root).resolve())
         tolerances = {k: list(v) for k, v in problem.tolerances.items()}
@@ -195,8 +234,12 @@ class RayExecutor:
         tries = self.retries + 1
         for attempt in range(1, tries + 1):
             if self.closed:
-                return self._crashed(problem, options, "evaluation cancelled: the Ray executor was shut down", lost, attempt - 1)
-            ref = self.remote.options(name=TASK_NAME, **placement).remote(str(problem.path), tolerances, dict(problem.norm_tolerances), source, shipped)
+                return self._crashed(
+                    problem, options, "evaluation cancelled: the Ray executor was shut down", lost, attempt - 1
+                )
+            ref = self.remote.options(name=TASK_NAME, **placement).remote(
+                str(problem.path), tolerances, dict(problem.norm_tolerances), source, shipped
+            )
             with self.lock:
                 self.in_flight.add(ref)
             try:
@@ -207,17 +250,34 @@ class RayExecutor:
                     continue
                 cause = getattr(exc, "cause", None)
                 name = type(cause if isinstance(cause, BaseException) else exc).__name__
-                return self._crashed(problem, options, f"evaluation failed inside its Ray worker: {name}: {_first_line(exc)}", lost, attempt)
+                return self._crashed(
+                    problem,
+                    options,
+                    f"evaluation failed inside its Ray worker: {name}: {_first_line(exc)}",
+                    lost,
+                    attempt,
+                )
             finally:
                 with self.lock:
                     self.in_flight.discard(ref)
             data["environment"].setdefault("executor", {}).update({"attempts": attempt, "lost": lost})
             return Verdict.from_dict(data)
-        return self._crashed(problem, options, f"evaluation lost with its Ray worker after {tries} tries ({lost[-1] if lost else 'no reason'})", lost, tries)
+        return self._crashed(
+            problem,
+            options,
+            f"evaluation lost with its Ray worker after {tries} tries ({lost[-1] if lost else 'no reason'})",
+            lost,
+            tries,
+        )
 
     def _crashed(self, problem: Problem, options: EvalOptions, reason: str, lost: list[str], attempts: int) -> Verdict:
-        return Verdict(status="crashed", reason=reason, problem=problem.name, device=problem.device if options.device == "auto" else options.device,
-                       environment={"executor": {"kind": "ray", "attempts": attempts, "lost": lost}})
+        return Verdict(
+            status="crashed",
+            reason=reason,
+            problem=problem.name,
+            device=problem.device if options.device == "auto" else options.device,
+            environment={"executor": {"kind": "ray", "attempts": attempts, "lost": lost}},
+        )
 
 
 def _first_line(exc: BaseException) -> str:

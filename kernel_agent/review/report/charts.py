@@ -24,7 +24,7 @@ def _svg(figure: Figure) -> str:
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", bbox_inches="tight")
     text = buffer.getvalue()
-    return text[text.index("<svg"):]
+    return text[text.index("<svg") :]
 
 
 def _timed(kernel: KernelRecord) -> list[CandidateRecord]:
@@ -42,8 +42,15 @@ def kernel_chart(kernel: KernelRecord) -> str | None:
         group = [c for c in timed if c.status == status]
         lows = [max(0.0, c.speedup - c.ci_low) if c.ci_low is not None else 0.0 for c in group]
         highs = [max(0.0, c.ci_high - c.speedup) if c.ci_high is not None else 0.0 for c in group]
-        axes.errorbar([c.round for c in group], [c.speedup for c in group], yerr=[lows, highs], fmt="o", capsize=3,
-                      color=STATUS_COLORS.get(status, "#6e7781"), label=status)
+        axes.errorbar(
+            [c.round for c in group],
+            [c.speedup for c in group],
+            yerr=[lows, highs],
+            fmt="o",
+            capsize=3,
+            color=STATUS_COLORS.get(status, "#6e7781"),
+            label=status,
+        )
     rounds = sorted({c.round for c in timed} | {0})
     best, best_so_far = 1.0, []
     for r in rounds:
@@ -135,16 +142,25 @@ def roofline_data(kernels: list[KernelRecord]) -> list[Roofline]:
         record = source.verdict.get("roofline") if source is not None else None
         if not isinstance(record, dict) or not record.get("gflops"):
             continue
-        line = found.setdefault(record.get("fingerprint", record["device"]), Roofline(record["device"], record["memory_gbps"], dict(record["gflops"]), []))
+        line = found.setdefault(
+            record.get("fingerprint", record["device"]),
+            Roofline(record["device"], record["memory_gbps"], dict(record["gflops"]), []),
+        )
         for shape in record.get("shapes", []):
             flops, base_ms = shape.get("flops") or 0, shape.get("baseline_median_ms")
             if flops <= 0 or not base_ms or not shape.get("intensity"):
                 continue
             best_ms = shape.get("candidate_median_ms") if source is best else None
-            line.points.append(RooflinePoint(
-                kernel.name, "x".join(str(d) for d in shape["shape"]), str(shape.get("dtype", "")), shape["intensity"], flops / base_ms / 1e6,
-                flops / best_ms / 1e6 if best_ms else None,
-            ))
+            line.points.append(
+                RooflinePoint(
+                    kernel.name,
+                    "x".join(str(d) for d in shape["shape"]),
+                    str(shape.get("dtype", "")),
+                    shape["intensity"],
+                    flops / base_ms / 1e6,
+                    flops / best_ms / 1e6 if best_ms else None,
+                )
+            )
     return [line for line in found.values() if line.points]
 
 
@@ -158,8 +174,14 @@ def roofline_chart(line: Roofline) -> str:
     lo, hi = min(xs + ridges) / 4, max(xs + ridges) * 4
     grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     for (peak, dtype), style in zip(roofs, ("-", "--", ":", "-.")):
-        axes.plot(grid, [min(peak, line.memory_gbps * x) for x in grid], color="#24292f", linewidth=1.5, linestyle=style,
-                  label=f"roof: {line.memory_gbps:.3g} GB/s, {peak:.4g} GFLOP/s ({dtype} matmul)")
+        axes.plot(
+            grid,
+            [min(peak, line.memory_gbps * x) for x in grid],
+            color="#24292f",
+            linewidth=1.5,
+            linestyle=style,
+            label=f"roof: {line.memory_gbps:.3g} GB/s, {peak:.4g} GFLOP/s ({dtype} matmul)",
+        )
     kernels = list(dict.fromkeys(p.kernel for p in line.points))  # one color per kernel, first-seen order
     palette = matplotlib.colormaps["tab10"]
     color_of = {name: palette(i % 10) for i, name in enumerate(kernels)}
@@ -168,8 +190,12 @@ def roofline_chart(line: Roofline) -> str:
         axes.scatter([point.intensity], [point.baseline_gflops], facecolors="none", edgecolors=[color], s=40)
         if point.best_gflops is not None:
             axes.scatter([point.intensity], [point.best_gflops], color=[color], s=40, marker="D")
-            axes.annotate("", xy=(point.intensity, point.best_gflops), xytext=(point.intensity, point.baseline_gflops),
-                          arrowprops={"arrowstyle": "->", "color": color, "alpha": 0.7})
+            axes.annotate(
+                "",
+                xy=(point.intensity, point.best_gflops),
+                xytext=(point.intensity, point.baseline_gflops),
+                arrowprops={"arrowstyle": "->", "color": color, "alpha": 0.7},
+            )
     for name in kernels:
         shapes = ", ".join(p.shape for p in line.points if p.kernel == name)
         axes.scatter([], [], color=[color_of[name]], marker="D", s=40, label=f"{name} ({shapes})")

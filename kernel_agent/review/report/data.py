@@ -29,7 +29,9 @@ class KernelView:
     lineage: list[CandidateRecord]
     diffs: list[DiffView]
     counts: dict[str, int]
-    review: dict[str, Any] | None = None  # a flagged candidate that beats every accepted one (db.review_reads.review_summary)
+    review: dict[str, Any] | None = (
+        None  # a flagged candidate that beats every accepted one (db.review_reads.review_summary)
+    )
 
 
 @dataclass
@@ -57,13 +59,21 @@ def _diffs(chain: list[CandidateRecord]) -> list[DiffView]:
     if len(chain) < 2 or chain[0].source is None or chain[-1].source is None:
         return []
     first, last = chain[0], chain[-1]
-    views = [DiffView(f"baseline (candidate {first.id}) vs best (candidate {last.id})",
-                      side_by_side(first.source, last.source, f"baseline #{first.id}", f"candidate #{last.id}"))]
+    views = [
+        DiffView(
+            f"baseline (candidate {first.id}) vs best (candidate {last.id})",
+            side_by_side(first.source, last.source, f"baseline #{first.id}", f"candidate #{last.id}"),
+        )
+    ]
     if len(chain) > 2:
         for parent, child in zip(chain, chain[1:]):
             if parent.source is not None and child.source is not None:
-                views.append(DiffView(f"step: candidate {parent.id} -> candidate {child.id} (round {child.round})",
-                                      side_by_side(parent.source, child.source, f"#{parent.id}", f"#{child.id}")))
+                views.append(
+                    DiffView(
+                        f"step: candidate {parent.id} -> candidate {child.id} (round {child.round})",
+                        side_by_side(parent.source, child.source, f"#{parent.id}", f"#{child.id}"),
+                    )
+                )
     return views
 
 
@@ -74,7 +84,15 @@ def _kernel_view(kernel: KernelRecord, db: Database | None = None) -> KernelView
     for c in kernel.candidates:
         if c.origin != "baseline":
             counts[c.status] = counts.get(c.status, 0) + 1
-    return KernelView(kernel, kernel_chart(kernel), best, chain, _diffs(chain), dict(sorted(counts.items())), kernel_review(kernel, db))
+    return KernelView(
+        kernel,
+        kernel_chart(kernel),
+        best,
+        chain,
+        _diffs(chain),
+        dict(sorted(counts.items())),
+        kernel_review(kernel, db),
+    )
 
 
 def _provenance(kernels: list[KernelRecord]) -> list[dict[str, Any]]:
@@ -84,7 +102,11 @@ def _provenance(kernels: list[KernelRecord]) -> list[dict[str, Any]]:
         for c in k.candidates:
             if c.evaluated_at is None:
                 continue
-            entry = {"device": c.device, "isolation": c.isolation, **{key: c.environment.get(key) for key in PROVENANCE_KEYS}}
+            entry = {
+                "device": c.device,
+                "isolation": c.isolation,
+                **{key: c.environment.get(key) for key in PROVENANCE_KEYS},
+            }
             key = tuple(sorted((name, str(value)) for name, value in entry.items()))
             if key not in seen:
                 seen[key] = {**entry, "verdicts": 0, "kernels": set()}
@@ -105,7 +127,11 @@ def gather(db: Database, run_id: int) -> ReportData:
                 failures.setdefault(c.status, []).append(Failure(c.id, k.name, c.round, c.origin, c.reason))
     reviews = [c for k in kernels for c in k.candidates if c.decision is not None]
     return ReportData(
-        run=detail, run_chart_svg=run_chart(kernels), kernels=[_kernel_view(k, db) for k in kernels],
-        failures=dict(sorted(failures.items(), key=lambda item: -len(item[1]))), provenance=_provenance(kernels), reviews=reviews,
+        run=detail,
+        run_chart_svg=run_chart(kernels),
+        kernels=[_kernel_view(k, db) for k in kernels],
+        failures=dict(sorted(failures.items(), key=lambda item: -len(item[1]))),
+        provenance=_provenance(kernels),
+        reviews=reviews,
         rooflines=[(line.device, roofline_chart(line)) for line in roofline_data(kernels)],
     )

@@ -48,8 +48,10 @@ def highlight_lines(text: str) -> list[str]:
 def _cell(number: int | None, fragment: str, kind: str) -> str:
     background = f"background:{COLORS[kind]};" if kind != "equal" and number is not None else ""
     no = "" if number is None else str(number)
-    return (f'<td style="color:#888;text-align:right;padding:0 6px;user-select:none;{background}">{no}</td>'
-            f'<td style="white-space:pre-wrap;word-break:break-all;{background}">{fragment}</td>')
+    return (
+        f'<td style="color:#888;text-align:right;padding:0 6px;user-select:none;{background}">{no}</td>'
+        f'<td style="white-space:pre-wrap;word-break:break-all;{background}">{fragment}</td>'
+    )
 
 
 def side_by_side(old: str, new: str, old_label: str, new_label: str, context: int = 3) -> str:
@@ -62,7 +64,9 @@ def side_by_side(old: str, new: str, old_label: str, new_label: str, context: in
     matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
     for group in matcher.get_grouped_opcodes(context):
         if rows:
-            rows.append('<tr><td colspan="4" style="background:#f0f3f6;color:#57606a;text-align:center">&#8942;</td></tr>')
+            rows.append(
+                '<tr><td colspan="4" style="background:#f0f3f6;color:#57606a;text-align:center">&#8942;</td></tr>'
+            )
         for tag, i1, i2, j1, j2 in group:
             for offset in range(max(i2 - i1, j2 - j1)):
                 i, j = i1 + offset, j1 + offset
@@ -71,8 +75,12 @@ def side_by_side(old: str, new: str, old_label: str, new_label: str, context: in
                 rows.append(f"<tr>{left}{right}</tr>")
     if not rows:
         rows.append('<tr><td colspan="4" style="text-align:center;color:#57606a">no differences</td></tr>')
-    head = (f'<tr><th colspan="2" style="text-align:left">{html.escape(old_label)}</th>'
-            f'<th colspan="2" style="text-align:left">{html.escape(new_label)}</th></tr>')
-    return ('<table class="diff" style="border-collapse:collapse;width:100%;table-layout:fixed;font-family:monospace;font-size:12px">'
-            '<colgroup><col style="width:3.5em"><col><col style="width:3.5em"><col></colgroup>'
-            f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>")
+    head = (
+        f'<tr><th colspan="2" style="text-align:left">{html.escape(old_label)}</th>'
+        f'<th colspan="2" style="text-align:left">{html.escape(new_label)}</th></tr>'
+    )
+    return (
+        '<table class="diff" style="border-collapse:collapse;width:100%;table-layout:fixed;font-family:monospace;font-size:12px">'
+        '<colgroup><col style="width:3.5em"><col><col style="width:3.5em"><col></colgroup>'
+        f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+    )

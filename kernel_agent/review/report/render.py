@@ -31,8 +31,12 @@ def _json(value: Any) -> str:
 
 
 def environment() -> Environment:
-    env = Environment(loader=PackageLoader("kernel_agent.review.report", "templates"), autoescape=select_autoescape(["j2", "html"]),
-                      trim_blocks=True, lstrip_blocks=True)
+    env = Environment(
+        loader=PackageLoader("kernel_agent.review.report", "templates"),
+        autoescape=select_autoescape(["j2", "html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters.update(ms=_ms, speedup=_speedup, tojson_pretty=_json)
     env.globals.update(interval=_interval, safe=Markup)
     return env

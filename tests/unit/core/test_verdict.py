@@ -11,11 +11,26 @@ from kernel_agent.core.verdict import STATUSES, Verdict
 
 def full_verdict() -> Verdict:
     return Verdict(
-        status="faster", reason="1.9x", correct=True, speedup=1.9, speedup_ci=[1.7, 2.1], problem="softmax64", backend="torch",
-        device="cpu", isolation="bubblewrap", flags=["host clock"], checks=[{"case": "shape=[3, 17]", "passed": True}],
-        timing={"per_shape": [{"speedup": 1.9}]}, static=[{"rule": "r", "hard": False}], tolerances={"float32": [1e-4, 1e-4]},
-        environment={"torch": "2.x"}, durations={"timing": 1.5, "checks": 2}, candidate_output="line\nline", profile={"calls": 3},
-        roofline={"shapes": []}, accounting={"candidate": {"timing": 0.5}},
+        status="faster",
+        reason="1.9x",
+        correct=True,
+        speedup=1.9,
+        speedup_ci=[1.7, 2.1],
+        problem="softmax64",
+        backend="torch",
+        device="cpu",
+        isolation="bubblewrap",
+        flags=["host clock"],
+        checks=[{"case": "shape=[3, 17]", "passed": True}],
+        timing={"per_shape": [{"speedup": 1.9}]},
+        static=[{"rule": "r", "hard": False}],
+        tolerances={"float32": [1e-4, 1e-4]},
+        environment={"torch": "2.x"},
+        durations={"timing": 1.5, "checks": 2},
+        candidate_output="line\nline",
+        profile={"calls": 3},
+        roofline={"shapes": []},
+        accounting={"candidate": {"timing": 0.5}},
     )
 
 
@@ -71,7 +86,12 @@ def test_unknown_fields_a_missing_status_and_non_objects_are_refused() -> None:
 
 def test_a_stored_verdict_is_cleaned_as_it_is_decoded() -> None:
     """A database row written by a tampered process must not carry escapes to whoever reads it."""
-    data = {"status": "incorrect", "reason": "bad\x1b[2J\nvalue", "flags": ["\x1b]0;title\x07flag"], "checks": [{"note": "a\x00b"}]}
+    data = {
+        "status": "incorrect",
+        "reason": "bad\x1b[2J\nvalue",
+        "flags": ["\x1b]0;title\x07flag"],
+        "checks": [{"note": "a\x00b"}],
+    }
     verdict = Verdict.from_dict(data)
     assert verdict.reason == "bad value" and verdict.flags == ["flag"] and verdict.checks == [{"note": "a b"}]
 

@@ -12,13 +12,29 @@ import threading
 import numpy as np
 import torch
 
-from kernel_agent.evaluate.ab_timing import MAX_CALLS_PER_REQUEST, Samples, Shape, _single_threaded, overhead_bound, records_ms, request_shape, timer_mismatch
+from kernel_agent.evaluate.ab_timing import (
+    MAX_CALLS_PER_REQUEST,
+    Samples,
+    Shape,
+    _single_threaded,
+    overhead_bound,
+    records_ms,
+    request_shape,
+    timer_mismatch,
+)
 from kernel_agent.evaluate.sandbox.session import Timed
 
 ROUNDS, CALLS = 10, 8
 
 
-def side(claim_ms: float, real_ms: float, overhead_ms: float, seed: int, spikes: dict[int, float] | None = None, lying_rounds: set[int] | None = None) -> list[list[Timed]]:
+def side(
+    claim_ms: float,
+    real_ms: float,
+    overhead_ms: float,
+    seed: int,
+    spikes: dict[int, float] | None = None,
+    lying_rounds: set[int] | None = None,
+) -> list[list[Timed]]:
     """Blocks of calls for a worker claiming `claim_ms` (in `lying_rounds`, else all rounds) that really spends `real_ms`."""
     rng = np.random.default_rng(seed)
     blocks = []
@@ -84,13 +100,19 @@ def test_a_tiny_kernel_is_timed_several_calls_to_a_request() -> None:
 def test_a_block_holds_about_the_target_time_whatever_the_calls_per_request() -> None:
     assert request_shape(5.0, 30.0).requests == 6
     assert request_shape(0.05, 12.0) == Shape(40, 6)  # 40 calls of 0.05 ms are one 2 ms request
-    assert request_shape(0.05, 300.0).requests == 10 and request_shape(50.0, 30.0).requests == 2  # 2 to 10 requests a block
+    assert (
+        request_shape(0.05, 300.0).requests == 10 and request_shape(50.0, 30.0).requests == 2
+    )  # 2 to 10 requests a block
 
 
 def test_claims_are_scaled_up_to_our_clock_never_down() -> None:
-    honest = Timed(trusted_ms=2.5, host_ms=[0.5, 0.5, 0.5, 0.5], device_ms=None, cpu_ns=0, window_ns=0, wall_ns=0, outputs=[[]] * 4)
+    honest = Timed(
+        trusted_ms=2.5, host_ms=[0.5, 0.5, 0.5, 0.5], device_ms=None, cpu_ns=0, window_ns=0, wall_ns=0, outputs=[[]] * 4
+    )
     assert records_ms(honest, 0.5, "cpu") == [0.5, 0.5, 0.5, 0.5]
-    liar = Timed(trusted_ms=2.5, host_ms=[0.1, 0.1, 0.1, 0.1], device_ms=None, cpu_ns=0, window_ns=0, wall_ns=0, outputs=[[]] * 4)
+    liar = Timed(
+        trusted_ms=2.5, host_ms=[0.1, 0.1, 0.1, 0.1], device_ms=None, cpu_ns=0, window_ns=0, wall_ns=0, outputs=[[]] * 4
+    )
     assert np.allclose(records_ms(liar, 0.5, "cpu"), [0.5, 0.5, 0.5, 0.5])
 
 

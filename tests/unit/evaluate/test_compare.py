@@ -73,7 +73,11 @@ def test_integer_outputs_must_match_exactly() -> None:
     off = gold[0].clone()
     off[2, 1] += 1
     result = compare(off, gold, gold, FP32)
-    assert result.mismatch.check == "exact" and result.mismatch.index == [2, 1] and (result.mismatch.got, result.mismatch.expected) == (10.0, 9.0)
+    assert (
+        result.mismatch.check == "exact"
+        and result.mismatch.index == [2, 1]
+        and (result.mismatch.got, result.mismatch.expected) == (10.0, 9.0)
+    )
 
 
 def test_non_finite_reference_values_must_be_reproduced_not_matched_loosely() -> None:

@@ -37,7 +37,10 @@ def test_unknown_flops_or_no_measured_rate_leave_the_memory_floor() -> None:
 
 
 def test_a_dtype_may_use_the_rate_of_a_wider_dtype_never_a_narrower_one() -> None:
-    assert peak_rate({"float32": 180.0, "bfloat16": 1.35}, "bfloat16") == (180.0, "float32")  # bfloat16 data through float32 FMAs
+    assert peak_rate({"float32": 180.0, "bfloat16": 1.35}, "bfloat16") == (
+        180.0,
+        "float32",
+    )  # bfloat16 data through float32 FMAs
     rates = {"float32": 180.0, "float16": 900.0}
     assert peak_rate(rates, "float32") == (180.0, "float32")  # half-precision tensor cores are no float32 ceiling
     assert peak_rate(rates, "float16") == (900.0, "float16")
@@ -60,24 +63,64 @@ def test_unmeasured_or_non_positive_rates_are_ignored_and_ties_prefer_the_dtype_
 
 def rows() -> list[dict]:
     return [
-        {"shape": [1024], "dtype": "float32", "flops": None, "bytes": 8192, "intensity": None, "floor_ms": 0.5, "bound": "memory",
-         "baseline_median_ms": 1.0, "baseline_gbps": 8.2, "baseline_gflops": None, "baseline_fraction_of_floor": 0.5},
-        {"shape": [4096], "dtype": "float32", "flops": 10**9, "bytes": 32768, "intensity": 30517.6, "floor_ms": 8.0, "bound": "compute",
-         "baseline_median_ms": 4.0, "baseline_gbps": 8.2, "baseline_gflops": 250.0, "baseline_fraction_of_floor": 2.0,
-         "baseline_faster_than_floor": True},
+        {
+            "shape": [1024],
+            "dtype": "float32",
+            "flops": None,
+            "bytes": 8192,
+            "intensity": None,
+            "floor_ms": 0.5,
+            "bound": "memory",
+            "baseline_median_ms": 1.0,
+            "baseline_gbps": 8.2,
+            "baseline_gflops": None,
+            "baseline_fraction_of_floor": 0.5,
+        },
+        {
+            "shape": [4096],
+            "dtype": "float32",
+            "flops": 10**9,
+            "bytes": 32768,
+            "intensity": 30517.6,
+            "floor_ms": 8.0,
+            "bound": "compute",
+            "baseline_median_ms": 4.0,
+            "baseline_gbps": 8.2,
+            "baseline_gflops": 250.0,
+            "baseline_fraction_of_floor": 2.0,
+            "baseline_faster_than_floor": True,
+        },
     ]
 
 
 def test_the_profile_takes_the_geometric_mean_of_the_fractions_and_names_what_beats_the_floor() -> None:
-    profile = build_profile(None, {"baseline": {"median_ms": 2.0, "p20_ms": 1.5, "p80_ms": 3.0}}, "cpu", TOY, rows=rows())  # type: ignore[arg-type]
+    profile = build_profile(
+        None, {"baseline": {"median_ms": 2.0, "p20_ms": 1.5, "p80_ms": 3.0}}, "cpu", TOY, rows=rows()
+    )  # type: ignore[arg-type]
     assert profile["fraction_of_floor"] == pytest.approx(1.0) and profile["bound"] == "mixed"
     assert profile["baseline_median_ms"] == 2.0 and profile["ceilings"]["memory_gbps"] == 20.0
-    assert profile["shape 1024 (float32)"] == {"bytes": 8192, "floor_ms": 0.5, "bound": "memory", "median_ms": 1.0, "achieved_gbps": 8.2,
-                                               "fraction_of_floor": 0.5}
-    assert profile["warning"] == "the baseline beats the roofline floor at shape 4096 (float32): the declared flops/bytes or the ceilings are off"
+    assert profile["shape 1024 (float32)"] == {
+        "bytes": 8192,
+        "floor_ms": 0.5,
+        "bound": "memory",
+        "median_ms": 1.0,
+        "achieved_gbps": 8.2,
+        "fraction_of_floor": 0.5,
+    }
+    assert (
+        profile["warning"]
+        == "the baseline beats the roofline floor at shape 4096 (float32): the declared flops/bytes or the ceilings are off"
+    )
 
 
 def test_the_stored_roofline_record_keeps_only_known_fields_with_values() -> None:
     record = roofline_record(rows(), TOY)
     assert record["memory_gbps"] == 20.0 and record["gflops"] == {"float32": 100.0}
-    assert record["shapes"][0] == {"shape": [1024], "dtype": "float32", "bytes": 8192, "floor_ms": 0.5, "bound": "memory", "baseline_median_ms": 1.0}
+    assert record["shapes"][0] == {
+        "shape": [1024],
+        "dtype": "float32",
+        "bytes": 8192,
+        "floor_ms": 0.5,
+        "bound": "memory",
+        "baseline_median_ms": 1.0,
+    }

@@ -80,4 +80,10 @@ def test_calls_per_block_fills_the_target_within_its_bounds() -> None:
 
 def test_summary_percentiles() -> None:
     summary = Summary.of([float(v) for v in range(1, 11)])
-    assert (summary.median_ms, summary.p20_ms, summary.p80_ms, summary.mean_ms, summary.samples) == (5.5, 2.8, 8.2, 5.5, 10)
+    assert (summary.median_ms, summary.p20_ms, summary.p80_ms, summary.mean_ms, summary.samples) == (
+        5.5,
+        2.8,
+        8.2,
+        5.5,
+        10,
+    )

@@ -8,7 +8,17 @@ from kernel_agent.propose.base import LLMCall
 
 
 def call(tokens: int, cost: float = 0.0, cached: bool = False) -> LLMCall:
-    return LLMCall("hash", "model", "url", {}, [], prompt_tokens=tokens // 2, completion_tokens=tokens - tokens // 2, cost_usd=cost, cached=cached)
+    return LLMCall(
+        "hash",
+        "model",
+        "url",
+        {},
+        [],
+        prompt_tokens=tokens // 2,
+        completion_tokens=tokens - tokens // 2,
+        cost_usd=cost,
+        cached=cached,
+    )
 
 
 def test_no_limits_never_stop() -> None:

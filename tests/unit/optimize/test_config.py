@@ -21,27 +21,81 @@ from kernel_agent.optimize.run import PlanError, load_manifest, loop_options
 # A plan as the code before the config tree stored it (RunPlan.to_json of format 1, verbatim).
 FORMAT_1 = {
     "kernels": [
-        {"path": "problems/softmax", "rounds": 5, "samples": None, "beam": None, "patience": None, "tolerances": {"float32": [0.0001, 1e-05]}, "backend": None,
-         "max_candidates": None, "max_tokens": 900, "max_cost": None, "time_limit": None},
-        {"path": "problems/gelu", "rounds": None, "samples": None, "beam": None, "patience": None, "tolerances": None, "backend": None, "max_candidates": None,
-         "max_tokens": None, "max_cost": None, "time_limit": None},
+        {
+            "path": "problems/softmax",
+            "rounds": 5,
+            "samples": None,
+            "beam": None,
+            "patience": None,
+            "tolerances": {"float32": [0.0001, 1e-05]},
+            "backend": None,
+            "max_candidates": None,
+            "max_tokens": 900,
+            "max_cost": None,
+            "time_limit": None,
+        },
+        {
+            "path": "problems/gelu",
+            "rounds": None,
+            "samples": None,
+            "beam": None,
+            "patience": None,
+            "tolerances": None,
+            "backend": None,
+            "max_candidates": None,
+            "max_tokens": None,
+            "max_cost": None,
+            "time_limit": None,
+        },
     ],
     "provider": "openai",
-    "provider_options": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "temperature": 0.2, "max_tokens": 1024, "request_timeout": 30.0, "max_retries": 1,
-                         "prompts_dir": None, "prices_file": "prices.toml", "api_key_file": None, "replay_run": None},
-    "rounds": 4, "samples": 3, "beam": 1, "patience": 3, "roofline_stop": 0.5, "device": "cpu", "timeout": 60.0, "min_gain": 0.05, "sanity_speedup": 8.0,
-    "threads": 2, "sandbox": "sb", "workers": 3, "concurrency": 2, "budget": {"max_candidates": 7, "max_tokens": 5000, "max_cost": 1.5, "time_limit": None},
-    "executor": "ray", "ray_address": "head:6379",
+    "provider_options": {
+        "base_url": "http://127.0.0.1:9/v1",
+        "model": "m",
+        "temperature": 0.2,
+        "max_tokens": 1024,
+        "request_timeout": 30.0,
+        "max_retries": 1,
+        "prompts_dir": None,
+        "prices_file": "prices.toml",
+        "api_key_file": None,
+        "replay_run": None,
+    },
+    "rounds": 4,
+    "samples": 3,
+    "beam": 1,
+    "patience": 3,
+    "roofline_stop": 0.5,
+    "device": "cpu",
+    "timeout": 60.0,
+    "min_gain": 0.05,
+    "sanity_speedup": 8.0,
+    "threads": 2,
+    "sandbox": "sb",
+    "workers": 3,
+    "concurrency": 2,
+    "budget": {"max_candidates": 7, "max_tokens": 5000, "max_cost": 1.5, "time_limit": None},
+    "executor": "ray",
+    "ray_address": "head:6379",
 }
 
 
 def test_a_format_1_plan_loads_with_every_old_name_in_its_new_place() -> None:
     plan = RunPlan.from_json(FORMAT_1)
     assert plan.search == SearchConfig(proposal_rounds=4, samples=3, beam=1, patience=3, roofline_stop=0.5)
-    assert (plan.evaluation.device, plan.evaluation.timeout, plan.evaluation.min_gain, plan.evaluation.sanity_speedup) == (Device.CPU, 60.0, 0.05, 8.0)
+    assert (
+        plan.evaluation.device,
+        plan.evaluation.timeout,
+        plan.evaluation.min_gain,
+        plan.evaluation.sanity_speedup,
+    ) == (Device.CPU, 60.0, 0.05, 8.0)
     assert (plan.evaluation.threads, plan.evaluation.sandbox_root) == (2, Path("sb"))
     assert (plan.budget.max_candidates, plan.budget.token_budget, plan.budget.max_cost) == (7, 5000, 1.5)
-    assert (plan.provider_options.tokens_per_reply, plan.provider_options.prices_file, plan.provider_options.max_retries) == (1024, Path("prices.toml"), 1)
+    assert (
+        plan.provider_options.tokens_per_reply,
+        plan.provider_options.prices_file,
+        plan.provider_options.max_retries,
+    ) == (1024, Path("prices.toml"), 1)
     assert (plan.executor, plan.ray_address, plan.workers, plan.concurrency) == (ExecutorKind.RAY, "head:6379", 3, 2)
     softmax, gelu = plan.kernels
     assert (softmax.proposal_rounds, softmax.token_budget, softmax.tolerances) == (5, 900, {"float32": [0.0001, 1e-05]})
@@ -49,15 +103,33 @@ def test_a_format_1_plan_loads_with_every_old_name_in_its_new_place() -> None:
 
 
 def test_an_older_plan_without_the_later_keys_takes_their_defaults() -> None:
-    plan = RunPlan.from_json({"kernels": [{"path": "p"}], "provider": "search", "provider_options": {}, "rounds": 2, "workers": None, "budget": {}})
+    plan = RunPlan.from_json(
+        {
+            "kernels": [{"path": "p"}],
+            "provider": "search",
+            "provider_options": {},
+            "rounds": 2,
+            "workers": None,
+            "budget": {},
+        }
+    )
     assert plan.search.proposal_rounds == 2 and plan.search.roofline_stop == SearchConfig().roofline_stop
     assert plan.executor is ExecutorKind.LOCAL and plan.evaluation == EvalConfig()
 
 
 def test_a_plan_round_trips_through_json_with_its_types() -> None:
-    plan = RunPlan([KernelSpec("a", samples=1, backend="torch")], "openai", executor=ExecutorKind.RAY, evaluation=EvalConfig(device=Device.CUDA, sandbox_root=Path("/s")))
+    plan = RunPlan(
+        [KernelSpec("a", samples=1, backend="torch")],
+        "openai",
+        executor=ExecutorKind.RAY,
+        evaluation=EvalConfig(device=Device.CUDA, sandbox_root=Path("/s")),
+    )
     stored = plan.to_json()
-    assert stored["format"] == 2 and stored["evaluation"]["device"] == "cuda" and stored["evaluation"]["sandbox_root"] == "/s"
+    assert (
+        stored["format"] == 2
+        and stored["evaluation"]["device"] == "cuda"
+        and stored["evaluation"]["sandbox_root"] == "/s"
+    )
     again = RunPlan.from_json(stored)
     assert again == plan and again.evaluation.device is Device.CUDA and isinstance(again.evaluation.sandbox_root, Path)
 
@@ -65,8 +137,17 @@ def test_a_plan_round_trips_through_json_with_its_types() -> None:
 def test_a_kernels_own_values_override_the_runs() -> None:
     plan = RunPlan.from_json(FORMAT_1)
     own = loop_options(plan, plan.kernels[0])
-    assert (own.search.proposal_rounds, own.search.samples, own.budget.token_budget, own.budget.max_candidates) == (5, 3, 900, None)
-    assert isinstance(own.eval, EvalOptions) and (own.eval.timeout, own.eval.threads, own.eval.device) == (60.0, 2, "cpu")
+    assert (own.search.proposal_rounds, own.search.samples, own.budget.token_budget, own.budget.max_candidates) == (
+        5,
+        3,
+        900,
+        None,
+    )
+    assert isinstance(own.eval, EvalOptions) and (own.eval.timeout, own.eval.threads, own.eval.device) == (
+        60.0,
+        2,
+        "cpu",
+    )
     assert loop_options(plan, KernelSpec("x", backend="cpp")).eval.backend == "cpp"
 
 
@@ -79,14 +160,22 @@ def test_manifest_keys_are_the_flags_names_of_the_same_fields() -> None:
 
 def test_a_manifest_sets_per_kernel_values_by_their_user_facing_names(tmp_path: Path) -> None:
     manifest = tmp_path / "kernels.toml"
-    manifest.write_text('[defaults]\nrounds = 1\n\n[[kernel]]\npath = "a"\nmax_tokens = 50\n\n[[kernel]]\npath = "/abs/b"\nrounds = 2\n')
+    manifest.write_text(
+        '[defaults]\nrounds = 1\n\n[[kernel]]\npath = "a"\nmax_tokens = 50\n\n[[kernel]]\npath = "/abs/b"\nrounds = 2\n'
+    )
     first, second = load_manifest(manifest)
     assert (first.path, first.proposal_rounds, first.token_budget) == (str(tmp_path / "a"), 1, 50)
     assert (second.path, second.proposal_rounds, second.token_budget) == ("/abs/b", 2, None)
 
 
-@pytest.mark.parametrize(("entry", "message"), [('roundz = 3', "unknown option(s) roundz"), ("patience = 0", "patience must be a number of at least 1, not 0"),
-                                                ('samples = "4"', "samples must be a number of at least 1")])
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("roundz = 3", "unknown option(s) roundz"),
+        ("patience = 0", "patience must be a number of at least 1, not 0"),
+        ('samples = "4"', "samples must be a number of at least 1"),
+    ],
+)
 def test_a_manifest_value_is_checked_like_its_flag(tmp_path: Path, entry: str, message: str) -> None:
     manifest = tmp_path / "bad.toml"
     manifest.write_text(f'[[kernel]]\npath = "a"\n{entry}\n')
@@ -117,13 +206,45 @@ def test_no_flags_build_the_default_plan() -> None:
 
 def test_flags_land_in_their_fields_and_given_names_them() -> None:
     probe, seen = probe_app()
-    args = ["--rounds", "5", "--device", "cpu", "--max-tokens", "100", "--max-tokens-per-reply", "50", "--sandbox", "sb", "--executor", "ray", "--retries", "0"]
+    args = [
+        "--rounds",
+        "5",
+        "--device",
+        "cpu",
+        "--max-tokens",
+        "100",
+        "--max-tokens-per-reply",
+        "50",
+        "--sandbox",
+        "sb",
+        "--executor",
+        "ray",
+        "--retries",
+        "0",
+    ]
     result = CliRunner().invoke(probe, args)
     assert result.exit_code == 0, result.output
     plan = seen["plan"]
-    assert (plan.search.proposal_rounds, plan.evaluation.device, plan.budget.token_budget, plan.provider_options.tokens_per_reply) == (5, Device.CPU, 100, 50)
-    assert (plan.evaluation.sandbox_root, plan.executor, plan.provider_options.max_retries) == (Path("sb"), ExecutorKind.RAY, 0)
-    assert seen["given"] == {"proposal_rounds", "device", "token_budget", "tokens_per_reply", "sandbox_root", "executor", "max_retries"}
+    assert (
+        plan.search.proposal_rounds,
+        plan.evaluation.device,
+        plan.budget.token_budget,
+        plan.provider_options.tokens_per_reply,
+    ) == (5, Device.CPU, 100, 50)
+    assert (plan.evaluation.sandbox_root, plan.executor, plan.provider_options.max_retries) == (
+        Path("sb"),
+        ExecutorKind.RAY,
+        0,
+    )
+    assert seen["given"] == {
+        "proposal_rounds",
+        "device",
+        "token_budget",
+        "tokens_per_reply",
+        "sandbox_root",
+        "executor",
+        "max_retries",
+    }
 
 
 def test_a_choice_outside_its_enum_is_refused_naming_the_choices() -> None:
@@ -135,12 +256,23 @@ def test_a_choice_outside_its_enum_is_refused_naming_the_choices() -> None:
 def test_every_command_shows_the_defaults_of_the_fields_it_reads() -> None:
     """`--timeout` is declared once, in EvalConfig: eval, optimize and export show that value."""
     commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
-    expected = {"timeout": EvalConfig().timeout, "device": Device.AUTO, "isolation": IsolationLevel.AUTO, "proposal_rounds": SearchConfig().proposal_rounds,
-                "sandbox_root": EvalConfig().sandbox_root}
+    expected = {
+        "timeout": EvalConfig().timeout,
+        "device": Device.AUTO,
+        "isolation": IsolationLevel.AUTO,
+        "proposal_rounds": SearchConfig().proposal_rounds,
+        "sandbox_root": EvalConfig().sandbox_root,
+    }
     seen = set()
     for name in ("eval", "optimize", "export", "profile"):
         for param in commands[name].params:
             if param.name in expected:
                 assert param.default == expected[param.name], (name, param.name)
                 seen.add((name, param.name))
-    assert {("eval", "timeout"), ("optimize", "timeout"), ("export", "timeout"), ("optimize", "proposal_rounds"), ("profile", "device")} <= seen
+    assert {
+        ("eval", "timeout"),
+        ("optimize", "timeout"),
+        ("export", "timeout"),
+        ("optimize", "proposal_rounds"),
+        ("profile", "device"),
+    } <= seen

@@ -17,8 +17,15 @@ SOFTMAX = Path(__file__).resolve().parents[2] / "fixtures" / "softmax64"
 
 
 def verdict(status: str, speedup: float | None) -> Verdict:
-    return Verdict(status=status, correct=True, speedup=speedup, speedup_ci=[1.1, 1.3] if speedup else None,
-                   timing={"baseline": {"median_ms": 2.0}, "candidate": {"median_ms": 2.0 / (speedup or 1.0)}} if speedup else None)
+    return Verdict(
+        status=status,
+        correct=True,
+        speedup=speedup,
+        speedup_ci=[1.1, 1.3] if speedup else None,
+        timing={"baseline": {"median_ms": 2.0}, "candidate": {"median_ms": 2.0 / (speedup or 1.0)}}
+        if speedup
+        else None,
+    )
 
 
 def test_what_is_stored_restores_into_the_same_state(tmp_path: Path) -> None:
@@ -30,11 +37,23 @@ def test_what_is_stored_restores_into_the_same_state(tmp_path: Path) -> None:
     recorder.baseline(state)
     recorder.baseline_verdict(state, verdict("correct", 1.0), 1.0)
     (call_id,) = recorder.llm_calls([LLMCall("h1", "m", "url", {"messages": []}, ["reply"])], 1)
-    fast = recorder.proposal(state, Proposal("def kernel(x):\n    return x\n", "openai", "fast one", llm_call_index=0), [call_id], 1)
-    assert fast is not None and recorder.proposal(state, Proposal(None, "openai", "chatty", parse_error="no code block", llm_call_index=0), [call_id], 1) is None
-    assert recorder.proposal(state, Proposal("def kernel(x):\n    return x\n", "openai", "again"), [call_id], 1) is None  # a repeat: counted, not stored
+    fast = recorder.proposal(
+        state, Proposal("def kernel(x):\n    return x\n", "openai", "fast one", llm_call_index=0), [call_id], 1
+    )
+    assert (
+        fast is not None
+        and recorder.proposal(
+            state, Proposal(None, "openai", "chatty", parse_error="no code block", llm_call_index=0), [call_id], 1
+        )
+        is None
+    )
+    assert (
+        recorder.proposal(state, Proposal("def kernel(x):\n    return x\n", "openai", "again"), [call_id], 1) is None
+    )  # a repeat: counted, not stored
     recorder.verdict(state, fast, verdict("faster", 1.2), 0.5)
-    in_flight = recorder.proposal(state, Proposal("def kernel(x):\n    return x * 1\n", "openai", "killed"), [call_id], 1)
+    in_flight = recorder.proposal(
+        state, Proposal("def kernel(x):\n    return x * 1\n", "openai", "killed"), [call_id], 1
+    )
     assert in_flight is not None and not recorder.round_done(state, 1)
 
     # A new process (after SIGKILL): the same rows, a fresh state.
@@ -42,7 +61,9 @@ def test_what_is_stored_restores_into_the_same_state(tmp_path: Path) -> None:
     stored = again.restore(fresh)
     assert again.run_kernel_id == recorder.run_kernel_id and stored.status == "running"
     assert stored.unevaluated == [Candidate(in_flight.id, in_flight.source, "killed", 1)]
-    assert fresh.history_before(2) == state.history_before(2) and fresh.parents == state.parents  # the same prompt as the first time
+    assert (
+        fresh.history_before(2) == state.history_before(2) and fresh.parents == state.parents
+    )  # the same prompt as the first time
     assert (fresh.baseline_id, fresh.rounds_done, list(fresh.rounds_left())) == (state.baseline_id, 1, [2, 3])
     assert fresh.baseline is not None and fresh.baseline.status == "correct"
     assert fresh.new_verdicts == 0  # restored verdicts are not this invocation's work

@@ -10,9 +10,25 @@ from kernel_agent.optimize.search_state import Candidate, KernelStatus, SearchSt
 def timed(status: str, speedup: float | None, baseline_ms: float = 2.0) -> Verdict:
     timing = None
     if speedup is not None:
-        timing = {"baseline": {"median_ms": baseline_ms}, "candidate": {"median_ms": baseline_ms / speedup},
-                  "per_shape": [{"shape": [8], "dtype": "float32", "baseline_median_ms": baseline_ms, "candidate_median_ms": baseline_ms / speedup}]}
-    return Verdict(status=status, correct=status in ("faster", "correct", "flagged"), speedup=speedup, speedup_ci=[1.0, 2.0] if speedup else None, timing=timing)
+        timing = {
+            "baseline": {"median_ms": baseline_ms},
+            "candidate": {"median_ms": baseline_ms / speedup},
+            "per_shape": [
+                {
+                    "shape": [8],
+                    "dtype": "float32",
+                    "baseline_median_ms": baseline_ms,
+                    "candidate_median_ms": baseline_ms / speedup,
+                }
+            ],
+        }
+    return Verdict(
+        status=status,
+        correct=status in ("faster", "correct", "flagged"),
+        speedup=speedup,
+        speedup_ci=[1.0, 2.0] if speedup else None,
+        timing=timing,
+    )
 
 
 def state(**config: float) -> SearchState:
@@ -107,7 +123,9 @@ def test_a_flagged_best_that_beats_every_accepted_one_waits_for_review() -> None
     s = state()
     add(s, 2, "faster", 1.5)
     add(s, 3, "flagged", 11.0)
-    result = s.result(KernelStatus.IMPROVED, "", lambda cid, v: {"candidate": cid, "note": f"candidate {cid} awaits review"})
+    result = s.result(
+        KernelStatus.IMPROVED, "", lambda cid, v: {"candidate": cid, "note": f"candidate {cid} awaits review"}
+    )
     assert result.best_candidate == 2 and result.review == {"candidate": 3, "note": "candidate 3 awaits review"}
     assert result.reason == "candidate 3 awaits review"
     slower = state()

@@ -16,13 +16,20 @@ MAKER = "import torch\ndef make_inputs(shape, dtype, device, generator):\n    re
 
 def test_a_healthy_problem_passes_its_audit(tmp_path: Path) -> None:
     """The refusals below are not an audit that refuses everything."""
-    assert audit_problem(load_problem(write_problem(tmp_path / "p", MAKER + "def reference(x):\n    return torch.softmax(x, -1)\n"))) == []
+    assert (
+        audit_problem(
+            load_problem(write_problem(tmp_path / "p", MAKER + "def reference(x):\n    return torch.softmax(x, -1)\n"))
+        )
+        == []
+    )
 
 
 def test_tiny_shapes_are_skipped_unless_nothing_else_is_left(tmp_path: Path) -> None:
     """A 1x1 case cannot tell zeros from the mean; the audit needs at least 16 elements."""
     assert audit_shapes(load_problem(SOFTMAX), "cpu") == [(3, 17), (37, 130), (256, 2048)]
-    tiny = load_problem(write_problem(tmp_path / "p", MAKER.replace("(64, 64)", "(2, 2)") + "def reference(x):\n    return x * 2\n"))
+    tiny = load_problem(
+        write_problem(tmp_path / "p", MAKER.replace("(64, 64)", "(2, 2)") + "def reference(x):\n    return x * 2\n")
+    )
     assert audit_shapes(tiny, "cpu") == [(2, 2)]
 
 
@@ -42,7 +49,9 @@ def test_degenerate_problems_are_refused_with_the_reason(tmp_path: Path, referen
 
 
 def test_constant_reference_is_refused(tmp_path: Path) -> None:
-    problem = load_problem(write_problem(tmp_path / "p", MAKER + "def reference(x):\n    return torch.full_like(x, 3.7)\n"))
+    problem = load_problem(
+        write_problem(tmp_path / "p", MAKER + "def reference(x):\n    return torch.full_like(x, 3.7)\n")
+    )
     with pytest.raises(ProblemError, match="degenerate|does not depend"):
         audit_problem(problem)
 

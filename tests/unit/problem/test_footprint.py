@@ -13,7 +13,7 @@ from unit.problem.test_load import write_problem
 
 MIB = 1 << 20
 
-BIG_LINEAR = '''import torch
+BIG_LINEAR = """import torch
 
 
 class Model(torch.nn.Module):
@@ -31,7 +31,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [1 << 15]
-'''
+"""
 
 
 def test_a_native_problem_is_sized_at_its_largest_shape() -> None:

@@ -39,7 +39,10 @@ def test_fixture_problem_loads_with_defaults() -> None:
         ("def reference(x): return x\ndef make_inputs(*a): pass\nSHAPES = []\n", "at least one"),
         ("def reference(x): return x\ndef make_inputs(*a): pass\nSHAPES = [(0, 3)]\n", "positive ints"),
         ("def reference(x): return x\ndef make_inputs(*a): pass\nSHAPES = [(True, 3)]\n", "positive ints"),
-        ("def reference(x): return x\ndef make_inputs(*a): pass\nSHAPES = [(4,)]\nDTYPES = ['float8']\n", "unknown dtype"),
+        (
+            "def reference(x): return x\ndef make_inputs(*a): pass\nSHAPES = [(4,)]\nDTYPES = ['float8']\n",
+            "unknown dtype",
+        ),
         ("def reference(x): return x\ndef make_inputs(*a): pass\nSHAPES = [(4,)]\nDEVICE = 'tpu'\n", "DEVICE"),
         (GOOD + "TOLERANCES = {'float32': (1e-4,)}\n", "(rtol, atol)"),
         (GOOD + "TOLERANCES = {'float32': (float('nan'), 1e-4)}\n", "(rtol, atol)"),
@@ -109,7 +112,10 @@ def test_a_kernelbench_file_is_sized_on_the_meta_device(tmp_path: Path) -> None:
     ("source", "needle"),
     [
         ("import torch\nclass Model: pass\ndef get_inputs(): return []\n", "`get_init_inputs`"),
-        ("import torch\nclass Model: pass\ndef get_init_inputs(): return []\ndef get_inputs(): raise RuntimeError('no')\n", "get_inputs() failed: RuntimeError: no"),
+        (
+            "import torch\nclass Model: pass\ndef get_init_inputs(): return []\ndef get_inputs(): raise RuntimeError('no')\n",
+            "get_inputs() failed: RuntimeError: no",
+        ),
         ("raise ImportError('broken')\n", "failed to import: ImportError: broken"),
         ("import sys\nsys.exit(3)\n", "failed to import: SystemExit: 3"),  # not a silent exit of the whole CLI
     ],

@@ -39,7 +39,9 @@ def test_the_reason_comes_from_the_block_meant_as_the_module() -> None:
 
 def test_replies_without_python_give_one_line_reasons() -> None:
     assert extract_candidate("```cpp\nint x;\n```\n```cuda\n__global__ void k() {}\n```", "kernel") == (
-        None, "no ```python code block in the reply (only: cpp, cuda)")
+        None,
+        "no ```python code block in the reply (only: cpp, cuda)",
+    )
     assert extract_candidate("I would unroll the loop.", "kernel") == (None, "no fenced code block in the reply")
     assert extract_candidate("   \n", "kernel") == (None, "empty reply")
     _, reason = extract_candidate("```python\n" + "def kernel(x):\n    return (x\n" * 50, "kernel")
@@ -50,11 +52,17 @@ def test_code_is_kept_byte_for_byte_and_crlf_replies_lose_only_their_carriage_re
     """Lines split at \\n only: a form feed or U+2028 inside the code is the code's, not a line break to rewrite."""
     odd = "import torch\n\x0c\ndef kernel(x):  # \u2028 kept\n    return x\n"
     assert extract_candidate(f"```python\n{odd}```", "kernel") == (odd, None)
-    assert extract_candidate(f"```python\r\n{MODULE.replace(chr(10), chr(13) + chr(10))}```\r\n", "kernel") == (MODULE, None)
+    assert extract_candidate(f"```python\r\n{MODULE.replace(chr(10), chr(13) + chr(10))}```\r\n", "kernel") == (
+        MODULE,
+        None,
+    )
     assert [b.closed for b in fenced_blocks("```python\nx = 1\n```\n```python\ny = 2\n")] == [True, False]
 
 
 def test_summary_line_is_the_first_line_of_prose_outside_code() -> None:
-    assert summary_line(f"```python\n{MODULE}```\n\n## Plan: fuse the max and the sum\nmore") == "Plan: fuse the max and the sum"
+    assert (
+        summary_line(f"```python\n{MODULE}```\n\n## Plan: fuse the max and the sum\nmore")
+        == "Plan: fuse the max and the sum"
+    )
     assert summary_line(f"```python\n{MODULE}```") == ""
     assert summary_line("- \x1b[31mone\x1b[0m line") == "one line"

@@ -38,7 +38,9 @@ def problem(tmp_path: Path) -> Problem:
     return make_problem(tmp_path, GRID, toy_kernel({"BLOCK_SIZE": 128, "NUM_WARPS": 2}))
 
 
-def context(problem: Problem, history: Sequence[Attempt] = (), parents: Sequence[Attempt] = (), samples: int = 4, round: int = 1) -> ProposalContext:
+def context(
+    problem: Problem, history: Sequence[Attempt] = (), parents: Sequence[Attempt] = (), samples: int = 4, round: int = 1
+) -> ProposalContext:
     return ProposalContext(
         problem=problem,
         baseline_source=problem.baseline_source,
@@ -53,7 +55,9 @@ def context(problem: Problem, history: Sequence[Attempt] = (), parents: Sequence
 
 def attempt(problem: Problem, config: dict, status: str, speedup: float | None) -> Attempt:
     source = apply_config(problem.baseline_source, config)
-    return Attempt(candidate_id=None, source=source, status=status, reason="", speedup=speedup, note=config_note(config))
+    return Attempt(
+        candidate_id=None, source=source, status=status, reason="", speedup=speedup, note=config_note(config)
+    )
 
 
 def configs_of(batch: ProposalBatch, problem: Problem) -> list[tuple]:
@@ -72,10 +76,21 @@ def test_first_round_proposes_the_distinct_single_step_neighbours(problem: Probl
     configs = configs_of(batch, problem)
     assert set(configs[:4]) == {(64, 2), (256, 2), (128, 1), (128, 4)}
     assert len(configs) == len(set(configs)) == 10 and (128, 2) not in configs
-    assert set(configs[4:]) == {(512, 2), (128, 8), (64, 1), (64, 4), (256, 1), (256, 4)}  # two-step and pairwise moves next
+    assert set(configs[4:]) == {
+        (512, 2),
+        (128, 8),
+        (64, 1),
+        (64, 4),
+        (256, 1),
+        (256, 4),
+    }  # two-step and pairwise moves next
     for proposal, config in zip(batch.proposals, configs, strict=True):
-        assert proposal.origin == "search" and proposal.note == config_note(dict(zip(problem.tunables, config, strict=True)))
-        assert len(changed_lines(problem.baseline_source, proposal.source)) == sum(a != b for a, b in zip(config, (128, 2), strict=True))
+        assert proposal.origin == "search" and proposal.note == config_note(
+            dict(zip(problem.tunables, config, strict=True))
+        )
+        assert len(changed_lines(problem.baseline_source, proposal.source)) == sum(
+            a != b for a, b in zip(config, (128, 2), strict=True)
+        )
     assert not batch.exhausted
     assert configs_of(SearchProvider().propose(context(problem, samples=10)), problem) == configs  # deterministic
 
@@ -96,7 +111,9 @@ def test_prefers_the_improving_direction_and_defers_failed_ones(problem: Problem
     # Without evidence the order is the index order: (256, 1), (256, 4), (512, 2).
     raised = attempt(problem, {"BLOCK_SIZE": 256, "NUM_WARPS": 2}, "faster", 1.5)
     history = [raised, attempt(problem, {"BLOCK_SIZE": 128, "NUM_WARPS": 1}, "runtime_error", None)]
-    configs = configs_of(SearchProvider().propose(context(problem, history=history, parents=[raised], samples=3)), problem)
+    configs = configs_of(
+        SearchProvider().propose(context(problem, history=history, parents=[raised], samples=3)), problem
+    )
     assert configs == [(512, 2), (256, 4), (256, 1)]  # raise the block further first, lower the warps (failed) last
 
 
@@ -115,7 +132,9 @@ def test_noise_is_not_evidence(problem: Problem) -> None:
 
 def test_starts_from_the_best_parent(problem: Problem) -> None:
     parent = attempt(problem, {"BLOCK_SIZE": 1024, "NUM_WARPS": 8}, "faster", 2.0)
-    configs = configs_of(SearchProvider().propose(context(problem, history=[parent], parents=[parent], samples=2)), problem)
+    configs = configs_of(
+        SearchProvider().propose(context(problem, history=[parent], parents=[parent], samples=2)), problem
+    )
     assert set(configs) == {(512, 8), (1024, 4)}
 
 
@@ -128,7 +147,9 @@ def test_tiny_grid_is_exhausted_after_every_config_was_tried(tmp_path: Path) -> 
             break
         assert batch.proposals
         for p in batch.proposals:
-            history.append(Attempt(candidate_id=None, source=p.source, status="correct", speedup=1.0, reason="", round=round_))
+            history.append(
+                Attempt(candidate_id=None, source=p.source, status="correct", speedup=1.0, reason="", round=round_)
+            )
     assert batch.exhausted and batch.proposals == []
     seen = [tuple(read_config(a.source, ["A", "B"]).values()) for a in history]
     assert len(seen) == len(set(seen)) == 5 and (1, True) not in seen
@@ -145,10 +166,14 @@ def test_hill_climb_finds_the_peak_before_scanning_the_grid(tmp_path: Path) -> N
     history: list[Attempt] = []
     for round_ in range(1, 30):
         best = max(history, key=lambda a: a.speedup or 0, default=None)
-        batch = SearchProvider().propose(context(problem, history=history, parents=[best] if best else [], samples=2, round=round_))
+        batch = SearchProvider().propose(
+            context(problem, history=history, parents=[best] if best else [], samples=2, round=round_)
+        )
         for p in batch.proposals:
             config = tuple(read_config(p.source, ["X", "Y"]).values())
-            history.append(Attempt(candidate_id=None, source=p.source, status="faster", speedup=speedup(config), reason=""))
+            history.append(
+                Attempt(candidate_id=None, source=p.source, status="faster", speedup=speedup(config), reason="")
+            )
         if any(tuple(read_config(a.source, ["X", "Y"]).values()) == peak for a in history):
             break
     assert len(history) <= 40, f"took {len(history)} evaluations to reach the peak of a 100-point grid"
@@ -166,7 +191,10 @@ def test_large_grid_uses_the_neighbourhood(tmp_path: Path) -> None:
 def test_cpp_example_proposals_edit_the_define(tmp_path: Path) -> None:
     problem = load_problem(EXAMPLES / "cpp_softmax")
     batch = SearchProvider().propose(context(problem, samples=2))
-    diffs = [list(difflib.unified_diff(problem.baseline_source.splitlines(), p.source.splitlines(), lineterm="", n=0))[3:] for p in batch.proposals]
+    diffs = [
+        list(difflib.unified_diff(problem.baseline_source.splitlines(), p.source.splitlines(), lineterm="", n=0))[3:]
+        for p in batch.proposals
+    ]
     assert sorted(diffs) == sorted([["-THREADS = 1", "+THREADS = 2"], ["-#define ROW_BLOCK 1", "+#define ROW_BLOCK 4"]])
 
 
@@ -179,6 +207,9 @@ def test_large_grid_path_still_reaches_every_config(tmp_path: Path, monkeypatch:
         batch = SearchProvider().propose(context(problem, history=history, samples=3, round=round_))
         if batch.exhausted:
             break
-        history += [Attempt(candidate_id=None, source=p.source, status="incorrect", speedup=None, reason="") for p in batch.proposals]
+        history += [
+            Attempt(candidate_id=None, source=p.source, status="incorrect", speedup=None, reason="")
+            for p in batch.proposals
+        ]
     seen = [tuple(read_config(a.source, ["A", "B"]).values()) for a in history]
     assert batch.exhausted and len(seen) == len(set(seen)) == 11

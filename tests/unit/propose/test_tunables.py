@@ -10,7 +10,9 @@ from conftest import EXAMPLES
 from kernel_agent.problem.load import load_problem
 from kernel_agent.propose.tunables import TunableError, apply_config, config_note, read_config
 
-EXAMPLE_DIRS = sorted(d for d in EXAMPLES.iterdir() if (d / "kernel.py").is_file() and "TUNABLES" in (d / "problem.py").read_text())
+EXAMPLE_DIRS = sorted(
+    d for d in EXAMPLES.iterdir() if (d / "kernel.py").is_file() and "TUNABLES" in (d / "problem.py").read_text()
+)
 
 PY_KERNEL = '''"""A toy kernel: BLOCK_SIZE = 999 in the docstring must not count."""
 
@@ -135,7 +137,10 @@ def test_every_module_level_assignment_is_rewritten_and_the_last_one_is_read() -
     """Python keeps the last binding; leaving an earlier one stale would make the diff lie about the config."""
     source = "BLOCK = 64\nif True:\n    BLOCK = 7  # not module level\nBLOCK = 128\n"
     assert read_config(source, ["BLOCK"]) == {"BLOCK": 128}
-    assert apply_config(source, {"BLOCK": 256}) == "BLOCK = 256\nif True:\n    BLOCK = 7  # not module level\nBLOCK = 256\n"
+    assert (
+        apply_config(source, {"BLOCK": 256})
+        == "BLOCK = 256\nif True:\n    BLOCK = 7  # not module level\nBLOCK = 256\n"
+    )
 
 
 def test_define_values_are_spelled_as_c_tokens() -> None:

@@ -38,7 +38,12 @@ def upgrade() -> None:
         sa.Column("note", sa.Text(), nullable=False),
         sa.PrimaryKeyConstraint("id"),
     )
-    op.create_table("sources", sa.Column("hash", sa.String(length=64), nullable=False), sa.Column("text", sa.Text(), nullable=False), sa.PrimaryKeyConstraint("hash"))
+    op.create_table(
+        "sources",
+        sa.Column("hash", sa.String(length=64), nullable=False),
+        sa.Column("text", sa.Text(), nullable=False),
+        sa.PrimaryKeyConstraint("hash"),
+    )
     op.create_table(
         "problems",
         sa.Column("id", sa.Integer(), nullable=False),

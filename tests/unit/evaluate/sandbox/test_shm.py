@@ -7,7 +7,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernel_agent.evaluate.sandbox.shm import ALIGN, InputSegment, OutputRef, TransportError, map_readonly, nbytes, read_bound, views
+from kernel_agent.evaluate.sandbox.shm import (
+    ALIGN,
+    InputSegment,
+    OutputRef,
+    TransportError,
+    map_readonly,
+    nbytes,
+    read_bound,
+    views,
+)
 
 
 @pytest.fixture
@@ -18,11 +27,19 @@ def segment() -> InputSegment:
 
 
 def test_placed_inputs_come_back_through_the_workers_views(segment: InputSegment) -> None:
-    inputs = [torch.randn(3, 17), torch.arange(5, dtype=torch.int64), torch.empty(0, 4), torch.ones(2, dtype=torch.bfloat16),
-              torch.tensor([True, False, True]), torch.randn(4, 6).t()]  # the last one not contiguous
+    inputs = [
+        torch.randn(3, 17),
+        torch.arange(5, dtype=torch.int64),
+        torch.empty(0, 4),
+        torch.ones(2, dtype=torch.bfloat16),
+        torch.tensor([True, False, True]),
+        torch.randn(4, 6).t(),
+    ]  # the last one not contiguous
     layout = [p.to_json() for p in segment.place(inputs)]
     seen = views(map_readonly(segment.fd), layout)
-    assert all(a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b) for a, b in zip(inputs, seen, strict=True))
+    assert all(
+        a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b) for a, b in zip(inputs, seen, strict=True)
+    )
     offsets = [entry[2] for entry in layout]
     assert offsets == [0, 256, 320, 320, 384, 448]  # each start aligned to 64 bytes; an empty tensor takes no room
     assert all(offset % ALIGN == 0 for offset in offsets)
