@@ -70,7 +70,8 @@ def show_command(candidate: int = typer.Argument(...), db: str = opt.DB, json_ou
         return
     ci = detail["speedup_ci"]
     stdout.print(
-        f"candidate {detail['id']} ({detail['kernel']}, run {detail['run_id']}, round {detail['round']}, {detail['origin']}) {detail['status']}"
+        f"candidate {detail['id']} ({detail['kernel']}, run {detail['run_id']}, "
+        f"round {detail['round']}, {detail['origin']}) {detail['status']}"
         + (f" {detail['speedup']:.3f}x [{ci[0]:.3f}, {ci[1]:.3f}]" if detail["speedup"] and ci else ""),
         highlight=False,
     )

@@ -20,7 +20,10 @@ stdout = Console(markup=False, emoji=False)
 EXIT_OK, EXIT_VERDICT, EXIT_USAGE = 0, 1, 2
 
 # What the "ms" columns of run tables mean (the same numbers the speedup is made of).
-MS_CAPTION = "ms: geometric mean over benchmark shapes of per-shape medians; with a best candidate, both from its own A/B run (their ratio is the speedup)"
+MS_CAPTION = (
+    "ms: geometric mean over benchmark shapes of per-shape medians; with a "
+    "best candidate, both from its own A/B run (their ratio is the speedup)"
+)
 
 
 def styled(label: str, style: str, rest: str = "") -> Text:

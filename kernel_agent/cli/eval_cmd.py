@@ -72,7 +72,8 @@ def render(verdict) -> None:
         timing = verdict.timing
         stdout.print(
             f"speedup {verdict.speedup:.3f}x  95% CI [{low:.3f}, {high:.3f}]  "
-            f"baseline {timing['baseline']['median_ms']:.4f} ms  candidate {timing['candidate']['median_ms']:.4f} ms (medians)",
+            f"baseline {timing['baseline']['median_ms']:.4f} ms  "
+            f"candidate {timing['candidate']['median_ms']:.4f} ms (medians)",
             highlight=False,
         )
     passed = sum(1 for c in verdict.checks if c.get("passed"))

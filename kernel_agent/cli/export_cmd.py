@@ -27,7 +27,8 @@ def export_command(
     evaluation: EvalConfig = fields_of(only=("sandbox_root", "threads", "timeout")),
     db: str = opt.DB,
 ) -> None:
-    """Re-verify each kernel's best shippable candidate in the sandbox, then write the package, its tests and its benchmarks."""
+    """Re-verify each kernel's best shippable candidate in the sandbox, then write the package, its
+    tests and its benchmarks."""
     from kernel_agent.evaluate.pipeline import EvalOptions
     from kernel_agent.export.package import ExportError, export_run
 
@@ -52,10 +53,12 @@ def export_command(
     for k in result.exported:
         speedup = f"{k.speedup:.2f}x" if k.speedup else "-"
         stdout.print(
-            f"exported {k.name}: candidate {k.candidate_id}, {speedup} on {k.device} ({k.device_name}); re-verified: {k.reverified}",
+            f"exported {k.name}: candidate {k.candidate_id}, {speedup} "
+            f"on {k.device} ({k.device_name}); re-verified: {k.reverified}",
             highlight=False,
         )
     stdout.print(
-        f"{len(result.exported)} kernel(s) in {result.out} (package {result.package}); install with: pip install {result.out}",
+        f"{len(result.exported)} kernel(s) in {result.out} "
+        f"(package {result.package}); install with: pip install {result.out}",
         highlight=False,
     )

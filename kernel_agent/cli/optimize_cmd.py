@@ -20,7 +20,8 @@ from kernel_agent.cli.options import GIVEN, fields_of, from_config
 from kernel_agent.core.config import ExecutorKind
 from kernel_agent.optimize.config import KernelSpec, RunPlan
 
-# Evaluation options `optimize` does not offer (yet): a run evaluates with their defaults, a manifest sets backend per kernel.
+# Evaluation options `optimize` does not offer (yet): a run evaluates with their defaults, a manifest sets backend per
+# kernel.
 NOT_OFFERED = ("backend", "timing_rounds", "isolation", "keep_workdir")
 
 
@@ -152,7 +153,8 @@ def execute(database, plan: RunPlan, run_id: int | None, json_output: bool) -> N
     names = [p.name for _, p in problems]
     if len(set(names)) != len(names):
         fail(
-            f"two kernels share a name ({', '.join(sorted({n for n in names if names.count(n) > 1}))}); pass each problem once"
+            "two kernels share a name "
+            f"({', '.join(sorted({n for n in names if names.count(n) > 1}))}); pass each problem once"
         )
     try:
         providers = build_providers(database, plan, problems)
@@ -167,7 +169,8 @@ def execute(database, plan: RunPlan, run_id: int | None, json_output: bool) -> N
     else:
         store.reopen_run(database, run_id)
         stderr.print(
-            f"resuming run {run_id}: {len(problems)} kernel(s), provider {plan.provider}, database {database.display_url}",
+            f"resuming run {run_id}: {len(problems)} kernel(s), "
+            f"provider {plan.provider}, database {database.display_url}",
             highlight=False,
         )
     executor = build_executor(plan)
@@ -239,7 +242,8 @@ def run_until_interrupted(batch, progress, database, run_id: int) -> list:
             store.finish_run(database, run_id, "interrupted", "stopped by Ctrl-C")
             progress.stop()
             stderr.print(
-                f"stopping: letting evaluations in flight finish (Ctrl-C again to stop now). Resume with: kernel-agent optimize --resume {run_id}",
+                "stopping: letting evaluations in flight finish (Ctrl-C again to "
+                f"stop now). Resume with: kernel-agent optimize --resume {run_id}",
                 highlight=False,
             )
             try:

@@ -33,13 +33,19 @@ def profile_command(
     candidate: str | None = typer.Option(
         None,
         "--candidate",
-        help="Time this candidate (a file, or a candidate id in the database; verified in the sandbox) instead of the baseline against itself.",
+        help=(
+            "Time this candidate (a file, or a candidate id in the database; "
+            "verified in the sandbox) instead of the baseline against itself."
+        ),
     ),
     evaluation: EvalConfig = fields_of(only=("device", "threads")),
     ceilings: bool = typer.Option(
         True,
         "--ceilings/--no-ceilings",
-        help="Show the bandwidth and matmul rates stored for this device (measured and stored the first time; needed for floors).",
+        help=(
+            "Show the bandwidth and matmul rates stored for this device "
+            "(measured and stored the first time; needed for floors)."
+        ),
     ),
     remeasure: bool = typer.Option(
         False, "--remeasure", help="Measure the ceilings again now and replace the stored ones."
@@ -227,7 +233,10 @@ def ceilings_line(ceilings, origin: str) -> str:
     if ceilings is None:
         return "ceilings: not measured (no floors)"
     rates = ", ".join(f"{dtype} {rate:.4g} GFLOP/s" for dtype, rate in ceilings.gflops.items()) or "no matmul rate"
-    return f"ceilings ({ceilings.device_name}, {ceilings.fingerprint.split(' | ')[-1]}, {origin}): memory {ceilings.memory_gbps:.4g} GB/s; {rates}"
+    return (
+        f"ceilings ({ceilings.device_name}, {ceilings.fingerprint.split(' | ')[-1]}, {origin}): "
+        f"memory {ceilings.memory_gbps:.4g} GB/s; {rates}"
+    )
 
 
 def render(report: ProfileReport) -> None:
@@ -286,7 +295,10 @@ def render(report: ProfileReport) -> None:
         return
     where = "trusted code in-process" if breakdown.get("trusted_only") else "reported by its sandboxed process"
     ops = Table(
-        title=f"{breakdown['role']} profile at {'x'.join(str(d) for d in breakdown['shape'])} ({breakdown['calls']} calls, {where})"
+        title=(
+            f"{breakdown['role']} profile at {'x'.join(str(d) for d in breakdown['shape'])} "
+            f"({breakdown['calls']} calls, {where})"
+        )
     )
     cuda = breakdown["device"] == "cuda"
     for column in ("operator", "count", "self CPU ms") + (("self CUDA ms",) if cuda else ()):
@@ -298,7 +310,7 @@ def render(report: ProfileReport) -> None:
     stdout.print(ops)
     launches = "kernel launches" if cuda else "top-level torch ops"
     stdout.print(
-        f"per call: {breakdown['wall_ms_per_call']:.4g} ms wall, {breakdown['outside_ops_ms_per_call']:.4g} ms outside torch operators, "
-        f"{breakdown['launches_per_call']:.4g} {launches}",
+        f"per call: {breakdown['wall_ms_per_call']:.4g} ms wall, {breakdown['outside_ops_ms_per_call']:.4g} "
+        f"ms outside torch operators, {breakdown['launches_per_call']:.4g} {launches}",
         highlight=False,
     )

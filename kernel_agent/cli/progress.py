@@ -94,5 +94,7 @@ class LoopProgress:
         finished = sum(1 for s in self.state.values() if s["done"])
         self.progress.update(
             self.overall,
-            description=f"run: {finished}/{len(self.state)} kernels done | tokens {self.tokens} | ${self.cost:.4f} | ETA {eta}",
+            description=(
+                f"run: {finished}/{len(self.state)} kernels done | tokens {self.tokens} | ${self.cost:.4f} | ETA {eta}"
+            ),
         )

@@ -115,7 +115,10 @@ class EvalConfig:
     memory_budget: float | None = option(
         None,
         minimum=0.1,
-        help="GB of host memory one evaluation may use; a problem needing more is refused before it runs (default: what this host has available).",
+        help=(
+            "GB of host memory one evaluation may use; a problem needing more "
+            "is refused before it runs (default: what this host has available)."
+        ),
     )
 
 

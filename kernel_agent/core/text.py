@@ -48,7 +48,10 @@ def has_raw_controls(source: str) -> str | None:
         return "the source holds invalid Unicode (a lone surrogate)"
     match = re.search(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", source)
     if match:
-        return f"the source holds a raw control character (U+{ord(match.group()):04X}); write it as an escape in a string literal"
+        return (
+            "the source holds a raw control character "
+            f"(U+{ord(match.group()):04X}); write it as an escape in a string literal"
+        )
     return None
 
 

@@ -239,7 +239,8 @@ def _measure(job: TimingJob) -> tuple[dict[str, Any], list[str]]:
                     if sum(claims(timed, job.device)) > timed.trusted_ms + CLAIM_SLACK_MS:
                         raise TimingFailure(
                             "rejected",
-                            f"{role} claimed {sum(claims(timed, job.device)):.2f} ms for calls that took {timed.trusted_ms:.2f} ms (forged timer)",
+                            f"{role} claimed {sum(claims(timed, job.device)):.2f} ms for "
+                            f"calls that took {timed.trusted_ms:.2f} ms (forged timer)",
                         )
                     blocks[role].append(timed)
             for role, block in blocks.items():
@@ -319,8 +320,9 @@ def timer_mismatch(candidate: list[Timed], baseline: list[Timed], device: str) -
     threshold = max(TAMPER_MIN_MS, TAMPER_FRACTION * claimed, TAMPER_SPREAD * float(q75 - q25))
     if excess > threshold and float(np.quantile(cand, 0.25)) > float(q75):
         return (
-            f"timer mismatch: the candidate's own clock claims {claimed:.3f} ms per request but the orchestrator's clock sees "
-            f"{excess:.3f} ms more per request than it sees for the baseline, in most of them: a forged or bypassed timer, or work hidden from it"
+            f"timer mismatch: the candidate's own clock claims {claimed:.3f} ms per request but "
+            f"the orchestrator's clock sees {excess:.3f} ms more per request than it sees for "
+            "the baseline, in most of them: a forged or bypassed timer, or work hidden from it"
         )
     return None
 
@@ -337,7 +339,8 @@ def _work_rules(job: TimingJob, samples: dict[str, Samples]) -> None:
     if cpu_ms > allowed:
         raise TimingFailure(
             "rejected",
-            f"the candidate's sandbox used {cpu_ms:.0f} ms of CPU during {wall_ms:.0f} ms of timed calls: more than its {job.threads} thread(s) allow",
+            f"the candidate's sandbox used {cpu_ms:.0f} ms of CPU during {wall_ms:.0f} ms of timed calls: "
+            f"more than its {job.threads} thread(s) allow",
         )
     cand, base = job.candidate.peak_tasks(), job.baseline.peak_tasks()
     what = "at once (peak)"
@@ -346,7 +349,8 @@ def _work_rules(job: TimingJob, samples: dict[str, Samples]) -> None:
     if cand > base + job.threads + THREAD_SLACK:
         raise TimingFailure(
             "rejected",
-            f"the candidate's sandbox ran {cand} threads {what} where the baseline's ran {base} (thread budget {job.threads})",
+            f"the candidate's sandbox ran {cand} threads {what} where "
+            f"the baseline's ran {base} (thread budget {job.threads})",
         )
 
 
@@ -396,7 +400,8 @@ def _summarize(
 
 
 def _cross_check(samples: dict[str, Samples], configs: int) -> list[str]:
-    """On a GPU: the worker's host clock around each call against its device events, with the baseline's gap as the norm."""
+    """On a GPU: the worker's host clock around each call against its device events, with the
+    baseline's gap as the norm."""
 
     def gaps(role: str) -> tuple[list[float], list[float]]:
         host_gap, device = [], []
@@ -412,6 +417,7 @@ def _cross_check(samples: dict[str, Samples], configs: int) -> list[str]:
     extra, cand_ms = float(np.median(cand_gap)) - float(np.median(base_gap)), float(np.median(cand_device))
     if extra > max(0.1 * cand_ms, 0.05):
         return [
-            f"host clock exceeds device events by {extra:.3f} ms per call more than the baseline's (side-stream or background work?)"
+            f"host clock exceeds device events by {extra:.3f} ms per call "
+            "more than the baseline's (side-stream or background work?)"
         ]
     return []

@@ -164,7 +164,8 @@ def _compare_one(
         result.mismatch = Mismatch(
             "precision",
             i,
-            f"error {max_err:.3g} (mean {mean_err:.3g}) is well above the same-dtype reference's {base_max:.3g} (mean {base_mean:.3g}): lower internal precision?",
+            f"error {max_err:.3g} (mean {mean_err:.3g}) is well above the same-dtype "
+            f"reference's {base_max:.3g} (mean {base_mean:.3g}): lower internal precision?",
             max_abs_error=max_err,
         )
         return result
@@ -221,7 +222,8 @@ class _Stats:
                 first = int(torch.nonzero(bad_nonfinite)[0].item())
                 return (
                     "nan",
-                    f"NaN/Inf at {{idx}} where the reference is finite ({int(bad_nonfinite.sum())} element(s) in this chunk)",
+                    "NaN/Inf at {idx} where the reference is finite "
+                    f"({int(bad_nonfinite.sum())} element(s) in this chunk)",
                     offset + first,
                     float(out[first]),
                     float(g[first]),

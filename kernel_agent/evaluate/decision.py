@@ -53,5 +53,8 @@ def decide(
         return Decision(Status.FLAGGED, "; ".join(raised), tuple(raised))
     if low > 1 + min_gain:
         return Decision(Status.FASTER, "", ())
-    reason = f"correct but not faster: speedup {speedup:.3f}x, 95% interval [{low:.3f}, {high:.3f}] does not clear {1 + min_gain:.2f}"
+    reason = (
+        f"correct but not faster: speedup {speedup:.3f}x, 95% interval "
+        f"[{low:.3f}, {high:.3f}] does not clear {1 + min_gain:.2f}"
+    )
     return Decision(Status.CORRECT, reason, ())

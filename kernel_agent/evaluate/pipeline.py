@@ -246,7 +246,8 @@ class Evaluation:
         return prepared, maker, plan, candidate_path
 
     def _plan(self, prepared: Prepared) -> list[CaseSpec]:
-        # The interpreter runs each program instance in numpy: fewer seeds per shape, still every shape and distribution.
+        # The interpreter runs each program instance in numpy: fewer seeds per shape, still every shape and
+        # distribution.
         plan = check_plan(self.problem, 2 if prepared.interpreted else self.options.seeds_per_shape)
         if prepared.interpreted:
             kept = []
@@ -330,7 +331,8 @@ class Evaluation:
         if changed:
             raise EvaluationError(
                 "incorrect",
-                f"{label}: input {changed[0]} was modified by the kernel (found by the trusted side's bitwise comparison)",
+                f"{label}: input {changed[0]} was modified by the "
+                "kernel (found by the trusted side's bitwise comparison)",
             )
         return side.read(refs, out_bytes)
 
@@ -378,7 +380,8 @@ class Evaluation:
             if len(runs) == 2 and not all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(runs[0], runs[1])):
                 raise EvaluationError(
                     "incorrect",
-                    f"{case.label()}: two runs on the same input gave different bits (nondeterministic or reads uninitialised memory)",
+                    f"{case.label()}: two runs on the same input gave different "
+                    "bits (nondeterministic or reads uninitialised memory)",
                 )
 
     def _time(self, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]) -> None:

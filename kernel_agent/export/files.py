@@ -55,7 +55,8 @@ class ExportedKernel:
     status: str
     review: str
     reverified: str
-    kind: str = "native"  # "native": a kernel(*inputs) function; "kernelbench": an nn.Module ModelNew with the reference's weights
+    # "native": a kernel(*inputs) function; "kernelbench": an nn.Module ModelNew with the reference's weights
+    kind: str = "native"
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -117,7 +118,8 @@ def py(value: Any) -> str:
 
 @cache
 def templates() -> jinja2.Environment:
-    """Strict (an unknown name is an error, not an empty string) and unescaped (the output is Python, TOML, Markdown)."""
+    """Strict (an unknown name is an error, not an empty string) and unescaped (the output is
+    Python, TOML, Markdown)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         undefined=jinja2.StrictUndefined,
@@ -154,7 +156,8 @@ def copy_runtime(out: Path, package: str) -> None:
 def write_files(
     out: Path, package: str, run_id: int, kernels: list[ExportedKernel], skipped: list[tuple[str, str]]
 ) -> None:
-    """Every file of the package into `out` (an empty folder): runtime copies, rendered templates, the kernels' sources."""
+    """Every file of the package into `out` (an empty folder): runtime copies, rendered templates,
+    the kernels' sources."""
     pkg, tests = out / package, out / "tests"
     pkg.mkdir(exist_ok=True)
     tests.mkdir(exist_ok=True)

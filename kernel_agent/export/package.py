@@ -38,7 +38,8 @@ Notify = Callable[[str], None]
 
 
 def _awaiting(c: rq.CandidateRecord, db: Database | None) -> str:
-    """One sentence about a candidate that ships only after an approve: its speedup, interval, reason and the command."""
+    """One sentence about a candidate that ships only after an approve: its speedup, interval,
+    reason and the command."""
     return rq.review_summary(c.id, c.speedup, [c.ci_low, c.ci_high], c.reason if c.status == "flagged" else "", db)[
         "note"
     ]
@@ -56,7 +57,8 @@ def choose_winner(
     if kernel.status == "needs_gpu" or (interpreted and not rq.reviewable(kernel)):
         return (
             None,
-            "verified only under the Triton interpreter: no speedup was measured (timing needs a GPU), so it is not exported",
+            "verified only under the Triton interpreter: no speedup "
+            "was measured (timing needs a GPU), so it is not exported",
         )
     candidates = rq.reviewable(kernel)
     if not candidates:
@@ -232,7 +234,8 @@ def export_run(
     options: EvalOptions | None = None,
     notify: Notify = lambda message: None,
 ) -> ExportResult:
-    """Choose, re-verify and write; the package is written even when no kernel qualifies (so the reasons are on record)."""
+    """Choose, re-verify and write; the package is written even when no kernel qualifies (so the
+    reasons are on record)."""
     check_package_name(package)
     if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
         prepare_folder(out)  # raises before any slow re-verification

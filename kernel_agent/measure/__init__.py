@@ -1,4 +1,5 @@
-"""The machine's limits and where a kernel stands against them: work counts, ceilings, roofline, operator breakdown, timing statistics."""
+"""The machine's limits and where a kernel stands against them: work counts, ceilings, roofline,
+operator breakdown, timing statistics."""
 
 from __future__ import annotations
 

@@ -126,7 +126,8 @@ def work_counts(problem: Problem, shape: Shape, dtype: str) -> WorkCounts:
 def _reference_run(
     problem: Problem, shape: Shape, dtype: str
 ) -> tuple[list[torch.Tensor], tuple[torch.Tensor, ...], int, list[torch.Tensor]]:
-    """The reference in `dtype`; float32 as a stand-in when CPU lacks a kernel for it (bytes are rescaled by the caller)."""
+    """The reference in `dtype`; float32 as a stand-in when CPU lacks a kernel for it (bytes are
+    rescaled by the caller)."""
     try:
         if dtype == "float16":  # CPU float16 matmuls are emulated and very slow: float32 counts the same work
             return _run_reference(problem, shape, "float32")
@@ -274,7 +275,8 @@ def measure_matmul(device: str, dtype: str, n: int, repeats: int) -> float:
 
 
 def _cpu_matmul_rate(dtype: str, budget_s: float, target_call_s: float = 0.04, repeats: int = 3) -> float | None:
-    """Size a CPU matmul from a small probe so each of `repeats` calls takes about `target_call_s`; None when even the probe is too slow."""
+    """Size a CPU matmul from a small probe so each of `repeats` calls takes about `target_call_s`;
+    None when even the probe is too slow."""
     began = time.perf_counter()
     probe_n = 256
     probe = measure_matmul("cpu", dtype, probe_n, 1)

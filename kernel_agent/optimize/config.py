@@ -88,7 +88,8 @@ PER_KERNEL = {
 
 @dataclass
 class KernelSpec:
-    """One kernel of a run: its problem and what a manifest sets for it alone (None: the run's value, or no per-kernel budget)."""
+    """One kernel of a run: its problem and what a manifest sets for it alone (None: the run's
+    value, or no per-kernel budget)."""
 
     path: str
     tolerances: dict[str, list[float]] | None = None

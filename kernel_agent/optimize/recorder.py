@@ -101,7 +101,8 @@ class Recorder:
     def proposal(
         self, state: SearchState, proposal: Proposal, call_ids: list[int], round_index: int
     ) -> Candidate | None:
-        """Store one proposal; the candidate to evaluate, or None (no candidate in the reply, a repeat, or already evaluated)."""
+        """Store one proposal; the candidate to evaluate, or None (no candidate in the reply, a
+        repeat, or already evaluated)."""
         index = proposal.llm_call_index
         call_id = call_ids[index] if index is not None and index < len(call_ids) else None
         parent_id, parent_source = state.parent()

@@ -124,7 +124,8 @@ def load_kernel(spec: KernelSpec) -> Problem:
         for dtype, pair in spec.tolerances.items():
             if dtype not in problem.tolerances or not (isinstance(pair, list) and len(pair) == 2):
                 raise ProblemError(
-                    f"{spec.path}: manifest tolerances for {dtype!r} must be [rtol, atol] for one of the problem's dtypes"
+                    f"{spec.path}: manifest tolerances for {dtype!r} "
+                    "must be [rtol, atol] for one of the problem's dtypes"
                 )
             problem.tolerances[dtype] = (float(pair[0]), float(pair[1]))
     return problem

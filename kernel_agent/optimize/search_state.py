@@ -159,7 +159,8 @@ class SearchState:
         )
 
     def resumable(self, candidate_id: int, stored_round: int, round_index: int) -> bool:
-        """A stored candidate proposed again in its own round and never evaluated: it was in flight when the run was killed."""
+        """A stored candidate proposed again in its own round and never evaluated: it was in flight
+        when the run was killed."""
         fresh = (
             candidate_id not in self.attempts and candidate_id not in self.queued and candidate_id != self.baseline_id
         )
@@ -186,7 +187,10 @@ class SearchState:
         """A reason to stop when the best already runs close to the machine's floor (little left to find)."""
         stop = self.config.roofline_stop
         if stop > 0 and isinstance(fraction_of_floor, (int, float)) and fraction_of_floor >= stop:
-            return f"stopped early: the best runs at {fraction_of_floor:.2f} of the roofline floor (--roofline-stop {stop:g})"
+            return (
+                f"stopped early: the best runs at {fraction_of_floor:.2f} "
+                f"of the roofline floor (--roofline-stop {stop:g})"
+            )
         return ""
 
     def outcome(self) -> tuple[KernelStatus, str]:

@@ -42,7 +42,8 @@ def check_canaries(
         result = compare(outputs, gold, base, tol, exhaustive=False)
         if not result.passed and result.mismatch is not None and result.mismatch.check != "allclose":
             warnings.append(
-                f"{problem.name}: a kernel returning {name} passes the elementwise tolerance on {where}; only the normwise rules reject it"
+                f"{problem.name}: a kernel returning {name} passes the elementwise "
+                f"tolerance on {where}; only the normwise rules reject it"
             )
         if result.passed:
             raise ProblemError(
@@ -64,7 +65,8 @@ def audit_problem(problem: Problem, device: str = "cpu") -> list[str]:
     footprint = largest_footprint(problem)
     if footprint.inputs + footprint.outputs > LOAD_AUDIT_BYTES:
         return [
-            f"{problem.name}: too large to audit at load ({footprint.describe()}); the canaries run inside each evaluation"
+            f"{problem.name}: too large to audit at load "
+            f"({footprint.describe()}); the canaries run inside each evaluation"
         ]
     maker = CaseMaker(problem, device)
     warnings: list[str] = []
@@ -83,6 +85,7 @@ def audit_problem(problem: Problem, device: str = "cpu") -> list[str]:
             again, _ = maker.reference(maker.inputs(shape, dtype, problem.distributions[0], fresh_seed()))
             if problem.kind == "native" and all(torch.equal(a, b) for a, b in zip(golds[0], again)):
                 raise ProblemError(
-                    f"{problem.name}: the reference output does not depend on the inputs (shape {list(shape)}); a constant would pass"
+                    f"{problem.name}: the reference output does not depend on "
+                    f"the inputs (shape {list(shape)}); a constant would pass"
                 )
     return sorted(set(warnings))

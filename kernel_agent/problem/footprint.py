@@ -66,7 +66,10 @@ class Footprint:
         )
 
     def describe(self) -> str:
-        return f"one call's working set {_gb(self.working_set)} (inputs {_gb(self.inputs)}, outputs {_gb(self.outputs)}, parameters {_gb(self.parameters)})"
+        return (
+            f"one call's working set {_gb(self.working_set)} (inputs {_gb(self.inputs)}, "
+            f"outputs {_gb(self.outputs)}, parameters {_gb(self.parameters)})"
+        )
 
 
 def _gb(n: int) -> str:
@@ -159,8 +162,9 @@ def refusal(problem: Problem, device: str, budget_bytes: int | None = None) -> s
     if footprint.needed_without_gold > budget:
         where = "the --memory-budget" if budget_bytes is not None else "this host's available memory"
         return (
-            f"too large for this machine: {footprint.describe()}; an evaluation needs about {_gb(footprint.needed_without_gold)} "
-            f"of host memory and {where} is {_gb(budget)} (raise it with --memory-budget GB, or shrink the problem's sizes)"
+            f"too large for this machine: {footprint.describe()}; an evaluation needs "
+            f"about {_gb(footprint.needed_without_gold)} of host memory and {where} "
+            f"is {_gb(budget)} (raise it with --memory-budget GB, or shrink the problem's sizes)"
         )
     on_device = device_bytes(device)
     if on_device is not None and 2 * (footprint.inputs + footprint.outputs) + footprint.parameters > on_device:

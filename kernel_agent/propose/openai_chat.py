@@ -48,7 +48,8 @@ class ProviderConfigError(ValueError):
 
 
 def resolve_api_key(key_file: Path | None = None) -> str:
-    """The key from `key_file` when one is given, else from OPENAI_API_KEY; never from argv (it would leak into `ps`)."""
+    """The key from `key_file` when one is given, else from OPENAI_API_KEY; never from argv (it
+    would leak into `ps`)."""
     if key_file is not None:
         try:
             key = Path(key_file).read_text().strip()

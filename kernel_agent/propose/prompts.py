@@ -197,18 +197,22 @@ BACKEND_LABELS = {"cpp": "C++", "triton": "Triton", "cuda": "CUDA", "torch": "Py
 BACKEND_RULES: dict[str, list[str]] = {
     "cpp": [
         'C++ backend: put ALL C/C++ code in ONE module-level plain string literal `CPP_SOURCE = r"""..."""`'
-        " (no f-string, no concatenation, no formatting): the trusted side compiles that literal before your module runs.",
+        " (no f-string, no concatenation, no formatting): the "
+        "trusted side compiles that literal before your module runs.",
         "Load it at import with `from kernel_agent.cpp import load_library, ptr` and `LIB = load_library(CPP_SOURCE)`;"
         ' export `extern "C"` functions and call them with `ptr(tensor)` for pointers and ctypes scalars'
         " (`ctypes.c_long`, `ctypes.c_int`, `ctypes.c_float`).",
         "It is compiled with `gcc " + " ".join(f for f in cpp.DEFAULT_FLAGS if f not in ("-x", "c++")) + "`:"
-        " OpenMP pragmas and SIMD intrinsics (`#include <immintrin.h>`) are allowed; make tensors contiguous before passing pointers.",
+        " OpenMP pragmas and SIMD intrinsics (`#include <immintrin.h>`) "
+        "are allowed; make tensors contiguous before passing pointers.",
     ],
     "triton": [
-        "Triton backend: write at least one `@triton.jit` kernel and launch it as `kernel_fn[grid](...)` from the entry point; keep masks for ragged edges.",
+        "Triton backend: write at least one `@triton.jit` kernel and launch it as "
+        "`kernel_fn[grid](...)` from the entry point; keep masks for ragged edges.",
     ],
     "cuda": [
-        "CUDA backend: compile with `torch.utils.cpp_extension.load_inline(..., cuda_sources=...)` at import and call the extension from the entry point.",
+        "CUDA backend: compile with `torch.utils.cpp_extension.load_inline(..., "
+        "cuda_sources=...)` at import and call the extension from the entry point.",
     ],
     "any": [
         "Backend of your choice: Triton (`@triton.jit` kernels launched as `kernel_fn[grid](...)`), CUDA through"

@@ -51,7 +51,8 @@ def main() -> int:
         }
         rows.append({**row, "speedup": verdict.speedup, "reason": verdict.reason[:160], "isolation": verdict.isolation})
         print(
-            f"{'ok ' if ok else 'BAD'} {path.stem:28s} row {fixture.row:8s} expected {fixture.expect:24s} observed {verdict.status:13s} {verdict.reason[:100]}",
+            f"{'ok ' if ok else 'BAD'} {path.stem:28s} row {fixture.row:8s} "
+            f"expected {fixture.expect:24s} observed {verdict.status:13s} {verdict.reason[:100]}",
             flush=True,
         )
     if args.json:

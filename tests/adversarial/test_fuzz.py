@@ -57,7 +57,10 @@ VALID = {
 }
 FUNCTIONS = {
     "reference": "def reference(x):\n    return x * 2\n",
-    "make_inputs": "def make_inputs(shape, dtype, device, generator):\n    return (torch.randn(shape, generator=generator, dtype=dtype, device=device),)\n",
+    "make_inputs": (
+        "def make_inputs(shape, dtype, device, generator):\n"
+        "    return (torch.randn(shape, generator=generator, dtype=dtype, device=device),)\n"
+    ),
 }
 BROKEN_FUNCTIONS = [
     "reference = 3\n",

@@ -20,7 +20,8 @@ VARIANTS = [
     "torch.softmax(x, -1)",
     "x.softmax(dim=-1)",
     "torch.nn.functional.softmax(x, dim=-1)",
-    "torch.exp(x - x.amax(dim=-1, keepdim=True)) / torch.exp(x - x.amax(dim=-1, keepdim=True)).sum(dim=-1, keepdim=True)",
+    "torch.exp(x - x.amax(dim=-1, keepdim=True))"
+    " / torch.exp(x - x.amax(dim=-1, keepdim=True)).sum(dim=-1, keepdim=True)",
     "torch.softmax(x.contiguous(), dim=-1)",
     "torch.softmax(x, dim=1)",
     "torch.special.softmax(x, dim=-1)",
@@ -149,14 +150,16 @@ def test_sigkill_at_three_moments_then_resume_completes_without_duplicates(tmp_p
     # Nothing duplicated: one row per distinct source per kernel, one evaluation per candidate.
     assert query(
         db,
-        "select count(*) from (select run_kernel_id, source_hash, count(*) n from candidates where source_hash is not null group by 1, 2 having n > 1)",
+        "select count(*) from (select run_kernel_id, source_hash, count(*) n "
+        "from candidates where source_hash is not null group by 1, 2 having n > 1)",
     ) == [(0,)]
     assert query(
         db, "select count(*) from (select candidate_id, count(*) n from evaluations group by 1 having n > 1)"
     ) == [(0,)]
     assert query(
         db,
-        "select count(*) from candidates c left join evaluations e on e.candidate_id = c.id where c.source_hash is not null and e.id is null",
+        "select count(*) from candidates c left join evaluations e on "
+        "e.candidate_id = c.id where c.source_hash is not null and e.id is null",
     ) == [(0,)]
     # No completed LLM call was requested twice: every request the server saw is distinct and stored once.
     bodies = [json.dumps(r["messages"], sort_keys=True) + str(r.get("n")) for r in requests]
@@ -211,7 +214,8 @@ def test_manifest_with_per_kernel_options_and_globs(tmp_path: Path) -> None:
     kernels = two_problems(tmp_path)
     manifest = tmp_path / "kernels.toml"
     manifest.write_text(
-        f'[defaults]\nrounds = 1\n\n[[kernel]]\npath = "{kernels[0].name}"\nsamples = 1\ntolerances = {{float32 = [1e-4, 1e-5]}}\nmax_candidates = 1\n'
+        f'[defaults]\nrounds = 1\n\n[[kernel]]\npath = "{kernels[0].name}"\nsamples = 1\n'
+        "tolerances = {float32 = [1e-4, 1e-5]}\nmax_candidates = 1\n"
     )
     proc = run_cli(
         "optimize",

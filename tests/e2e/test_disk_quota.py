@@ -130,8 +130,8 @@ def test_the_scratch_tmpfs_bounds_the_sum_of_home_tmpdir_and_caches(tmp_path: Pa
     work = workdir(tmp_path)
     isolation = BWRAP.with_limits(Limits(disk_bytes=8 * MB))
     script = (
-        "import os\nfor key in ('HOME', 'TMPDIR', 'XDG_CACHE_HOME'):\n"
-        "    try:\n        open(os.path.join(os.environ[key], 'blob'), 'wb').write(b'x' * (3 << 20)); print(key, 'ok')\n"
+        "import os\nfor key in ('HOME', 'TMPDIR', 'XDG_CACHE_HOME'):\n    try:\n"
+        "        open(os.path.join(os.environ[key], 'blob'), 'wb').write(b'x' * (3 << 20)); print(key, 'ok')\n"
         "    except OSError as exc:\n        print(key, exc)\n"
     )
     proc = subprocess.run(

@@ -137,7 +137,8 @@ def test_exported_package_installs_dispatches_and_passes_its_tests(run: dict, tm
         "unverified = mykernels.last_path('softmax64')\n"
         "os.environ['MYKERNELS_FORCE_REFERENCE'] = '1'\n"
         "mykernels.softmax64(x)\n"
-        "print(json.dumps({'file': mykernels.__file__, 'first': first, 'unverified': unverified, 'forced': mykernels.last_path('softmax64'),"
+        "print(json.dumps({'file': mykernels.__file__, 'first': first, 'unverified': unverified,"
+        " 'forced': mykernels.last_path('softmax64'),"
         " 'kernel_agent': any(m.startswith('kernel_agent') for m in sys.modules)}))\n"
     )
     seen = probe(python, script, tmp_path)
@@ -245,7 +246,8 @@ def test_kernelbench_winner_exports_as_a_module_with_the_reference_weights(tmp_p
         "    same = torch.allclose(y, module.reference(x), atol=1e-6)\n"
         "    other = ref.Model(4096)\n"  # new weights, loaded through the wrapper, must reach the optimized copy
         "    module.load_state_dict(other.state_dict())\n"
-        "    loaded = torch.allclose(module(x), other(x), atol=1e-6) and mykernels.last_path('kb_rowloop') == 'optimized'\n"
+        "    loaded = torch.allclose(module(x), other(x), atol=1e-6)"
+        " and mykernels.last_path('kb_rowloop') == 'optimized'\n"
         "    os.environ['MYKERNELS_FORCE_REFERENCE'] = '1'\n"
         "    module(x)\n"
         "print(json.dumps({'first': first, 'same': same, 'loaded': loaded,"

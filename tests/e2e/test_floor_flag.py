@@ -1,4 +1,5 @@
-"""A candidate measured faster than the roofline floor is flagged, never accepted silently, by `eval` and `optimize` alike."""
+"""A candidate measured faster than the roofline floor is flagged, never accepted silently, by
+`eval` and `optimize` alike."""
 
 from __future__ import annotations
 

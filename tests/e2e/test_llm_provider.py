@@ -321,7 +321,10 @@ def test_prices_from_toml(tmp_path):
 
 
 def test_parser_picks_the_last_module_that_defines_the_entry_point():
-    reply = "```python\ndef kernel(x):\n    return 1\n```\ntext\n```python\ndef kernel(x):\n    return 2\n```\n```python\ny = kernel(x)\n```"
+    reply = (
+        "```python\ndef kernel(x):\n    return 1\n```\ntext\n```python\ndef kernel(x):\n    return 2\n```\n"
+        "```python\ny = kernel(x)\n```"
+    )
     source, reason = extract_candidate(reply, "kernel")
     assert reason is None and "return 2" in source
     source, _ = extract_candidate("```py\nclass ModelNew:\n    pass\n```", "ModelNew")

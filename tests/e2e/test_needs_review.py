@@ -73,8 +73,8 @@ def optimize(db: Path, sandbox: Path, replies: list[str], sanity: float, *extra:
 def verdicts(db: Path, run_id: int) -> list[tuple[int, str, float | None, float | None, float | None, str]]:
     with sqlite3.connect(db) as connection:
         return connection.execute(
-            "select c.id, e.status, e.speedup, e.ci_low, e.ci_high, e.reason from candidates c join evaluations e on e.candidate_id = c.id "
-            "where c.origin != 'baseline' and c.run_id = ? order by c.id",
+            "select c.id, e.status, e.speedup, e.ci_low, e.ci_high, e.reason from candidates c join "
+            "evaluations e on e.candidate_id = c.id where c.origin != 'baseline' and c.run_id = ? order by c.id",
             (run_id,),
         ).fetchall()
 
@@ -183,7 +183,8 @@ def test_export_refusal_names_the_candidate_and_the_command_that_ships_it(flagge
 
 def test_improved_kernel_still_mentions_a_faster_flagged_one(tmp_path: Path) -> None:
     """An accepted candidate and a faster flagged one: `improved` with the accepted one, and the flagged one named.
-    A loaded machine can flag the middle candidate too (timer checks) or push it over the bound: try a fresh run again."""
+    A loaded machine can flag the middle candidate too (timer checks) or push it over the bound: try
+    a fresh run again."""
     outcome = []
     for attempt in range(3):
         db = tmp_path / f"runs{attempt}.db"

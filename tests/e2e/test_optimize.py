@@ -116,7 +116,8 @@ def test_the_current_best_is_profiled_in_the_next_prompt(llm_run: dict) -> None:
     db = llm_run["tmp"] / "runs.db"
     (best,) = rows(
         db,
-        "select min(c.id) from candidates c join evaluations e on e.candidate_id = c.id where e.status = 'faster' and c.round = 1",
+        "select min(c.id) from candidates c join evaluations e on "
+        "e.candidate_id = c.id where e.status = 'faster' and c.round = 1",
     )[0]
     second_prompt = "\n".join(m["content"] for m in llm_run["requests"][-1]["messages"])
     section = second_prompt.split(f"## Profile of the current best (candidate #{best}, ", 1)[1].split("\n## ", 1)[0]

@@ -57,7 +57,10 @@ def reference(a, b):
 
 def make_inputs(shape, dtype, device, generator):
     m, n, k = shape
-    return (torch.randn(m, k, generator=generator, dtype=dtype, device=device), torch.randn(k, n, generator=generator, dtype=dtype, device=device))
+    return (
+        torch.randn(m, k, generator=generator, dtype=dtype, device=device),
+        torch.randn(k, n, generator=generator, dtype=dtype, device=device),
+    )
 """
 
 SCALE_BODY = """
@@ -351,7 +354,8 @@ def test_ceilings_are_stored_once_per_fingerprint_and_remeasured_on_request(tmp_
 
 
 def test_profile_cli_ceilings_alone(tmp_path: Path) -> None:
-    """`kernel-agent profile --device cpu --ceilings`: no problem needed; the second call reads what the first stored."""
+    """`kernel-agent profile --device cpu --ceilings`: no problem needed; the second call reads what
+    the first stored."""
     args = ["profile", "--device", "cpu", "--ceilings", "--threads", "1", "--db", str(tmp_path / "runs.db")]
     first = CliRunner().invoke(cli_app(), [*args, "--json"])
     assert first.exit_code == 0, first.output

@@ -22,8 +22,10 @@ from pathlib import Path
 from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
 from kernel_agent.problem.load import load_problem
 problem = load_problem(sys.argv[1])
-verdict = evaluate(problem, problem.baseline_as_candidate, EvalOptions(sandbox_root=Path(sys.argv[2]), threads=1, timing_rounds=4))
-print(json.dumps({"status": verdict.status, "reason": verdict.reason, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+verdict = evaluate(problem, problem.baseline_as_candidate,
+                   EvalOptions(sandbox_root=Path(sys.argv[2]), threads=1, timing_rounds=4))
+print(json.dumps({"status": verdict.status, "reason": verdict.reason,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "workers": {k: v.get("peak_rss_mb") for k, v in (verdict.accounting or {}).items()}}))
 """
 

@@ -30,7 +30,10 @@ def test_a_kernelbench_file_in_a_private_folder_gets_a_verdict(tmp_path: Path) -
 
 
 def test_a_worker_that_dies_names_its_last_error_line(tmp_path: Path) -> None:
-    candidate = "import os, sys\nsys.stderr.write('ValueError: the device table is missing row 7\\n')\nsys.stderr.flush()\nos._exit(3)\n"
+    candidate = (
+        "import os, sys\nsys.stderr.write('ValueError: the device table is missing row 7\\n')\nsys.stderr.flush()\n"
+        "os._exit(3)\n"
+    )
     verdict = evaluate(
         load_problem(FIXTURES / "softmax64"),
         candidate + "def kernel(x):\n    return x\n",

@@ -112,7 +112,10 @@ def test_verdict_cleans_every_text_on_assignment_and_before_it_is_read() -> None
 
 
 def test_reply_whose_code_holds_a_raw_escape_is_a_parse_error_and_the_code_is_never_rewritten() -> None:
-    reply = f"Plan: colour {ESC}[31mthe[0m [bold]output\n```python\nimport torch\n\ndef kernel(x):\n    print('{ESC}[2J')\n    return torch.softmax(x, -1)\n```\n"
+    reply = (
+        f"Plan: colour {ESC}[31mthe[0m [bold]output\n```python\nimport torch\n\ndef kernel(x):\n"
+        f"    print('{ESC}[2J')\n    return torch.softmax(x, -1)\n```\n"
+    )
     source, reason = extract_candidate(reply, "kernel")
     assert source is None and "raw control character (U+001B)" in reason and not controls(reason)
     (proposal,) = to_proposals([reply], "kernel", "openai", 0)

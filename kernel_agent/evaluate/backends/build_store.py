@@ -90,7 +90,8 @@ def insert(store: Path, key: str, built: Path, cap: int = DEFAULT_LIBRARY_BYTES)
             raise LibraryTooLarge(f"{built.name} is not a regular file")
         if info.st_size > cap:
             raise LibraryTooLarge(
-                f"the library is {info.st_size / (1 << 20):.0f} MB, over the {cap >> 20} MB per-library limit; it was not stored"
+                f"the library is {info.st_size / (1 << 20):.0f} MB, over "
+                f"the {cap >> 20} MB per-library limit; it was not stored"
             )
         _copy_fd(source, staged, cap)
     except BaseException:

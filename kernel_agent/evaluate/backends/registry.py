@@ -87,7 +87,10 @@ class CppBackend(Backend):
         if not checks.defines(tree, "CPP_SOURCE"):
             return "no CPP_SOURCE string and no load_inline call"
         if checks.module_string_literal(tree, "CPP_SOURCE") is None:
-            return "CPP_SOURCE must be a module-level string literal (the trusted side builds it before the candidate runs)"
+            return (
+                "CPP_SOURCE must be a module-level string literal "
+                "(the trusted side builds it before the candidate runs)"
+            )
         if not checks.calls_named(tree, "load_library"):
             return "CPP_SOURCE is never loaded with kernel_agent.cpp.load_library"
         return None
@@ -116,7 +119,8 @@ def provide_library(cpp_source: str, build: BuildContext, view: Path) -> Path:
         except FileNotFoundError:
             if attempt:  # evicted twice by concurrent builds between finding and placing it
                 raise BuildFailed(
-                    "the library was evicted from the build store while being placed; the store quota is too small for the builds running at once"
+                    "the library was evicted from the build store while being placed; "
+                    "the store quota is too small for the builds running at once"
                 ) from None
         except OSError as exc:
             raise BuildFailed(f"could not place the library in the work dir: {exc.strerror}") from None
@@ -179,7 +183,10 @@ class _CompilerLimits:
         if "CPU time limit exceeded" in output:
             return f"the compiler hit the {self.cpu} s CPU-time limit"
         if "File size limit exceeded" in output:
-            return f"the compiler's output passed the {self.file // MB} MB file-size limit (the per-library cap); nothing was stored"
+            return (
+                f"the compiler's output passed the {self.file // MB} MB "
+                "file-size limit (the per-library cap); nothing was stored"
+            )
         if "No space left on device" in output:
             quota = f"{self.disk // MB} MB " if self.disk else ""
             return f"the compiler's scratch space passed the {quota}disk quota (No space left on device)"

@@ -89,7 +89,10 @@ class Isolation:
         ENOSPC ("No space left on device") can be read against it."""
         quota = f"disk quota {self.disk_bytes // MB} MB"
         if self.scratch_tmpfs:
-            quota += f" (HOME, TMPDIR and caches are a {self.disk_bytes // MB} MB tmpfs: writes past it fail with No space left on device)"
+            quota += (
+                f" (HOME, TMPDIR and caches are a {self.disk_bytes // MB} MB tmpfs: "
+                "writes past it fail with No space left on device)"
+            )
         else:
             quota += " (checked on the work dir from outside)"
         return f"{self.level} (uid {self.uid}; {', '.join(self.layers)}; {quota})"

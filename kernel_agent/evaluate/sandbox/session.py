@@ -296,7 +296,10 @@ class WorkerSession:
         except OSError:
             logged = 0
         if logged > LOG_LIMIT_BYTES:
-            return f"disk quota of {LOG_LIMIT_BYTES >> 20} MB for the kernel's printed output exceeded: {logged >> 20} MB written"
+            return (
+                f"disk quota of {LOG_LIMIT_BYTES >> 20} MB for the kernel's "
+                f"printed output exceeded: {logged >> 20} MB written"
+            )
         if not self.isolation.scratch_tmpfs:
             return disk_overuse(self.workdir, self.limits.disk_bytes, self.isolation.uid)
         return None
@@ -385,7 +388,8 @@ class WorkerSession:
         return reply
 
     def place(self, inputs: list[torch.Tensor]) -> dict[str, Any]:
-        """Write one call's inputs into the sealed segment (the sandbox is frozen); the message fields that name them."""
+        """Write one call's inputs into the sealed segment (the sandbox is frozen); the message
+        fields that name them."""
         assert self.segment is not None and (self.control is None or self.control.frozen)
         layout = self.segment.place(inputs)
         return {"layout": [p.to_json() for p in layout]}

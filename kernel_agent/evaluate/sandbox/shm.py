@@ -163,7 +163,8 @@ class OutputRef:
 
     @classmethod
     def of(cls, host: torch.Tensor, device: str) -> OutputRef:
-        """The worker side: describe a host tensor (alive until the trusted side has read it) that came from `device`."""
+        """The worker side: describe a host tensor (alive until the trusted side has read it) that
+        came from `device`."""
         return cls(
             host.data_ptr(),
             DTYPE_NAMES.get(host.dtype, str(host.dtype)),

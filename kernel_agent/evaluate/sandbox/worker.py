@@ -130,7 +130,8 @@ class Worker:
             if key == "py_threads":
                 if now[key] > value:
                     raise Violation(
-                        f"candidate started {now[key] - value} Python thread(s) ({when}); background work is not allowed"
+                        f"candidate started {now[key] - value} Python "
+                        f"thread(s) ({when}); background work is not allowed"
                     )
             elif now[key] is not value and now[key] != value:
                 raise Violation(f"harness tampering: {key} changed ({when})")
@@ -224,7 +225,8 @@ class Worker:
                 # Per-instance overrides (.detach, .cpu, ...) would run the real work after the clock stops.
                 raise CallError(
                     "rejected",
-                    f"output {index} carries per-instance attributes ({', '.join(sorted(out.__dict__))[:120]}): lazy outputs are not allowed",
+                    f"output {index} carries per-instance attributes "
+                    f"({', '.join(sorted(out.__dict__))[:120]}): lazy outputs are not allowed",
                 )
         return outputs
 

@@ -21,12 +21,14 @@ _REGISTRIES: dict[str, Registry] = {}
 
 
 def force_variable(package: str) -> str:
-    """`mykernels` -> `MYKERNELS_FORCE_REFERENCE` (the last part of a dotted name, so a vendored copy keeps its name)."""
+    """`mykernels` -> `MYKERNELS_FORCE_REFERENCE` (the last part of a dotted name, so a vendored
+    copy keeps its name)."""
     return f"{package.rpartition('.')[2].upper()}_FORCE_REFERENCE"
 
 
 def signature(inputs: Iterable[Any]) -> tuple[str, str]:
-    """(device type, dtype name) of the first floating tensor input (else the first tensor): what verification keyed on."""
+    """(device type, dtype name) of the first floating tensor input (else the first tensor): what
+    verification keyed on."""
     tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
     chosen = next((t for t in tensors if t.is_floating_point()), tensors[0] if tensors else None)
     if chosen is None:
@@ -59,7 +61,8 @@ class Registry:
         return os.environ.get(self.force_env, "").strip().lower() not in ("", "0", "false", "no")
 
     def implementation(self, kernel: str, device: str, dtype: str) -> str:
-        """`optimized` when (device, dtype) was verified for this kernel and the reference is not forced, else `reference`."""
+        """`optimized` when (device, dtype) was verified for this kernel and the reference is not
+        forced, else `reference`."""
         verified = self.kernels[kernel]["verified"]
         if self.forced_reference():
             return REFERENCE
@@ -76,12 +79,14 @@ class Registry:
         return path
 
     def load(self, kernel: str, path: str) -> ModuleType:
-        """The kernel's optimized or reference module, imported on first use (a Triton kernel compiles only when chosen)."""
+        """The kernel's optimized or reference module, imported on first use (a Triton kernel
+        compiles only when chosen)."""
         spec = self.kernels[kernel]
         return importlib.import_module(f"{self.package}.{spec['module' if path == OPTIMIZED else 'reference']}")
 
     def call(self, kernel: str, args: tuple, kwargs: dict[str, Any]) -> Any:
-        """Run the chosen implementation with the caller's arguments; its result (a tensor, a tuple) is returned as it is."""
+        """Run the chosen implementation with the caller's arguments; its result (a tensor, a tuple)
+        is returned as it is."""
         path = self.choose(kernel, args, kwargs)
         module = self.load(kernel, path)
         function = module.kernel if path == OPTIMIZED else module.reference

@@ -64,7 +64,8 @@ def import_ray() -> Any:
 
 
 def messages_to_stderr() -> None:
-    """Ray's driver prints cluster messages ("a worker died ...") on stdout; kernel-agent's stdout is its result (--json).
+    """Ray's driver prints cluster messages ("a worker died ...") on stdout; kernel-agent's stdout is
+    its result (--json).
 
     Ray has no switch for this, so its printer is wrapped to send everything to stderr; if Ray's
     internals move, the wrapper is simply not installed.
@@ -167,7 +168,8 @@ class RayExecutor:
                     ray.init(address=address, log_to_driver=False, configure_logging=False)
             except Exception as exc:  # noqa: BLE001 - unreachable head, version mismatch, ...
                 raise RayUnavailable(
-                    f"cannot start or reach Ray at {address or 'a new local instance'}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                    f"cannot start or reach Ray at {address or 'a new local instance'}: "
+                    f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                 ) from None
             self.started_ray = True
         resources = ray.cluster_resources()

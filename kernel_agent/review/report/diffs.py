@@ -80,7 +80,8 @@ def side_by_side(old: str, new: str, old_label: str, new_label: str, context: in
         f'<th colspan="2" style="text-align:left">{html.escape(new_label)}</th></tr>'
     )
     return (
-        '<table class="diff" style="border-collapse:collapse;width:100%;table-layout:fixed;font-family:monospace;font-size:12px">'
+        '<table class="diff" '
+        'style="border-collapse:collapse;width:100%;table-layout:fixed;font-family:monospace;font-size:12px">'
         '<colgroup><col style="width:3.5em"><col><col style="width:3.5em"><col></colgroup>'
         f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
     )

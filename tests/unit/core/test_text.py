@@ -8,7 +8,8 @@ ESC = "\x1b"
 
 
 def test_terminal_escapes_go_and_markup_like_brackets_stay() -> None:
-    """Rich markup is the renderer's job (markup off); brackets are legitimate text, as in `pip install 'kernel-agent[cluster]'`."""
+    """Rich markup is the renderer's job (markup off); brackets are legitimate text, as in `pip
+    install 'kernel-agent[cluster]'`."""
     assert (
         clean(f"{ESC}[1;31mred{ESC}[0m {ESC}]8;;http://x{ESC}\\link{ESC}]8;;{ESC}\\ [bold]x[/bold]")
         == "red link [bold]x[/bold]"

@@ -35,7 +35,8 @@ def side(
     spikes: dict[int, float] | None = None,
     lying_rounds: set[int] | None = None,
 ) -> list[list[Timed]]:
-    """Blocks of calls for a worker claiming `claim_ms` (in `lying_rounds`, else all rounds) that really spends `real_ms`."""
+    """Blocks of calls for a worker claiming `claim_ms` (in `lying_rounds`, else all rounds) that
+    really spends `real_ms`."""
     rng = np.random.default_rng(seed)
     blocks = []
     for r in range(ROUNDS):

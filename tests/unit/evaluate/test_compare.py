@@ -1,4 +1,5 @@
-"""The comparison rules, one failure mode each (docs/THREATS.md section 3.3), and the chunking that bounds their memory."""
+"""The comparison rules, one failure mode each (docs/THREATS.md section 3.3), and the chunking that
+bounds their memory."""
 
 from __future__ import annotations
 

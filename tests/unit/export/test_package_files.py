@@ -1,4 +1,5 @@
-"""The files an export writes: the runtime copied byte for byte, the templates rendered into code that imports, runs and lints."""
+"""The files an export writes: the runtime copied byte for byte, the templates rendered into code
+that imports, runs and lints."""
 
 from __future__ import annotations
 
@@ -118,7 +119,8 @@ def test_every_runtime_file_is_copied_byte_for_byte(exported: tuple[Path, str]) 
 
 
 def test_runtime_needs_nothing_but_torch() -> None:
-    """An installed export must not need kernel-agent: the runtime imports the standard library, torch and itself only."""
+    """An installed export must not need kernel-agent: the runtime imports the standard library,
+    torch and itself only."""
     allowed = set(sys.stdlib_module_names) | {"torch"}
     for source in files.RUNTIME.glob("*.py"):
         for node in ast.walk(ast.parse(source.read_text())):
@@ -233,6 +235,7 @@ def test_py_writes_literals_python_reads_back(value: object) -> None:
 
 
 def test_a_missing_template_value_is_an_error() -> None:
-    """StrictUndefined: a template that names a value the caller forgot fails instead of writing an empty string into code."""
+    """StrictUndefined: a template that names a value the caller forgot fails instead of writing an
+    empty string into code."""
     with pytest.raises(jinja2.UndefinedError):
         files.render("pyproject.toml.j2", package="pkg", dependencies=[])

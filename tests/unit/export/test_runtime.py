@@ -53,7 +53,8 @@ MODEL_NEW = MODEL.replace("class Model(", "class ModelNew(").replace(
 
 @pytest.fixture
 def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A fresh importable package holding one native kernel (`add`) and one KernelBench module (`mlp`), verified on (cpu, float32)."""
+    """A fresh importable package holding one native kernel (`add`) and one KernelBench module
+    (`mlp`), verified on (cpu, float32)."""
     name = f"fake_export_{next(_names)}"
     folder = tmp_path / name
     folder.mkdir()

@@ -107,9 +107,9 @@ def test_the_profile_takes_the_geometric_mean_of_the_fractions_and_names_what_be
         "achieved_gbps": 8.2,
         "fraction_of_floor": 0.5,
     }
-    assert (
-        profile["warning"]
-        == "the baseline beats the roofline floor at shape 4096 (float32): the declared flops/bytes or the ceilings are off"
+    assert profile["warning"] == (
+        "the baseline beats the roofline floor at shape 4096 "
+        "(float32): the declared flops/bytes or the ceilings are off"
     )
 
 

@@ -1,4 +1,5 @@
-"""One source for every option (core/config.py, optimize/config.py): the CLI, the stored plan and the manifest read the same fields."""
+"""One source for every option (core/config.py, optimize/config.py): the CLI, the stored plan and
+the manifest read the same fields."""
 
 from __future__ import annotations
 

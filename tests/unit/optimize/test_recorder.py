@@ -1,4 +1,5 @@
-"""The recorder (kernel_agent/optimize/recorder.py): what it stores, a fresh state restores, so a resumed kernel asks the same question."""
+"""The recorder (kernel_agent/optimize/recorder.py): what it stores, a fresh state restores, so a
+resumed kernel asks the same question."""
 
 from __future__ import annotations
 

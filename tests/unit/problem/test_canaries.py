@@ -11,7 +11,10 @@ from kernel_agent.problem.canaries import audit_problem, audit_shapes
 from kernel_agent.problem.load import ProblemError, load_problem
 from unit.problem.test_load import write_problem
 
-MAKER = "import torch\ndef make_inputs(shape, dtype, device, generator):\n    return (torch.randn(shape, generator=generator, dtype=dtype),)\nSHAPES = [(64, 64)]\n"
+MAKER = (
+    "import torch\ndef make_inputs(shape, dtype, device, generator):\n"
+    "    return (torch.randn(shape, generator=generator, dtype=dtype),)\nSHAPES = [(64, 64)]\n"
+)
 
 
 def test_a_healthy_problem_passes_its_audit(tmp_path: Path) -> None:

@@ -55,7 +55,8 @@ def test_a_kernelbench_model_is_sized_with_its_weights_without_allocating_them(t
 def test_a_reference_the_meta_device_cannot_run_is_measured_on_one_real_call(tmp_path: Path) -> None:
     source = (
         "import torch\nSHAPES = [(8, 16)]\n"
-        "def make_inputs(shape, dtype, device, generator):\n    return (torch.randn(shape, generator=generator, dtype=dtype, device=device),)\n"
+        "def make_inputs(shape, dtype, device, generator):\n"
+        "    return (torch.randn(shape, generator=generator, dtype=dtype, device=device),)\n"
         "def reference(x):\n    scale = float(x.abs().max())  # .item() of a meta tensor raises\n    return x / scale\n"
     )
     problem = load_problem(write_problem(tmp_path / "p", source))

@@ -113,7 +113,8 @@ def test_a_kernelbench_file_is_sized_on_the_meta_device(tmp_path: Path) -> None:
     [
         ("import torch\nclass Model: pass\ndef get_inputs(): return []\n", "`get_init_inputs`"),
         (
-            "import torch\nclass Model: pass\ndef get_init_inputs(): return []\ndef get_inputs(): raise RuntimeError('no')\n",
+            "import torch\nclass Model: pass\ndef get_init_inputs(): return []\n"
+            "def get_inputs(): raise RuntimeError('no')\n",
             "get_inputs() failed: RuntimeError: no",
         ),
         ("raise ImportError('broken')\n", "failed to import: ImportError: broken"),

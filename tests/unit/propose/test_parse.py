@@ -1,4 +1,5 @@
-"""The reply parser on replies shaped like real ones: which block becomes the candidate, and the one-line reason when none does."""
+"""The reply parser on replies shaped like real ones: which block becomes the candidate, and the
+one-line reason when none does."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ MODULE = "import torch\n\n\ndef kernel(x):\n    return torch.softmax(x, -1)\n"
 
 
 def test_a_usage_snippet_after_the_module_is_not_the_candidate() -> None:
-    reply = f"Plan: fuse the max and the sum.\n\n```python\n{MODULE}```\n\nUse it like this:\n\n```python\ny = kernel(torch.randn(4, 8))\n```\n"
+    reply = (
+        f"Plan: fuse the max and the sum.\n\n```python\n{MODULE}```\n\nUse it like this:\n\n```python\n"
+        "y = kernel(torch.randn(4, 8))\n```\n"
+    )
     assert extract_candidate(reply, "kernel") == (MODULE, None)
 
 

@@ -22,7 +22,8 @@ def make_problem(tmp_path: Path, tunables: dict[str, list], kernel: str) -> Prob
     folder = tmp_path / "problem"
     folder.mkdir()
     (folder / "problem.py").write_text(
-        f"SHAPES = [(8,)]\nTUNABLES = {tunables!r}\n\ndef reference(x):\n    return x\n\n\ndef make_inputs(shape, dtype, device, generator):\n    return ()\n"
+        f"SHAPES = [(8,)]\nTUNABLES = {tunables!r}\n\ndef reference(x):\n    return x\n\n\n"
+        "def make_inputs(shape, dtype, device, generator):\n    return ()\n"
     )
     (folder / "kernel.py").write_text(kernel)
     return load_problem(folder)
