@@ -35,7 +35,9 @@ def main() -> None:
         rows.append((verdict, time.perf_counter() - started))
     console = Console()
     phases = Table(
-        title=f"Time per evaluation, {problem.name} baseline vs itself, {args.repeats} runs (seconds, median [min, max])"
+        title=(
+            f"Time per evaluation, {problem.name} baseline vs itself, {args.repeats} runs (seconds, median [min, max])"
+        )
     )
     for column in ("phase", "median", "min", "max"):
         phases.add_column(column, justify="right" if column != "phase" else "left")
@@ -63,7 +65,8 @@ def main() -> None:
     if speedups:
         console.print(
             f"A/A speedup: median {statistics.median(speedups):.3f}, min {min(speedups):.3f}, max {max(speedups):.3f}; "
-            f"intervals containing 1.0: {sum(1 for v, _ in rows if v.speedup_ci and v.speedup_ci[0] <= 1 <= v.speedup_ci[1])}/{len(rows)}; "
+            "intervals containing 1.0: "
+            f"{sum(1 for v, _ in rows if v.speedup_ci and v.speedup_ci[0] <= 1 <= v.speedup_ci[1])}/{len(rows)}; "
             f"falsely 'faster': {sum(1 for v, _ in rows if v.status == 'faster')}"
         )
     console.print(f"isolation: {rows[0][0].isolation}; device: {rows[0][0].environment['device_name']}")

@@ -116,8 +116,8 @@ def main() -> None:
     table.add_row("ray - local", *(f"{r - q:+.3f}" for r, q in zip(ray_row, local_row)), "")
     console.print(table)
     console.print(
-        "overhead = median over candidates 2..N of (wall - time inside evaluate()): for Ray, task dispatch, the worker reloading "
-        "the problem and shipping the verdict back; for the pool, a thread hand-off."
+        "overhead = median over candidates 2..N of (wall - time inside evaluate()): for Ray, task dispatch, "
+        "the worker reloading the problem and shipping the verdict back; for the pool, a thread hand-off."
     )
 
 

@@ -52,7 +52,9 @@ try:
     working = fp.working_set
 except Exception:
     working = None
-verdict = evaluate(problem, path.read_text() + "\n\nModelNew = Model\n", EvalOptions(sandbox_root=Path(sys.argv[2]), timeout=float(sys.argv[3]), memory_budget=json.loads(sys.argv[4])))
+verdict = evaluate(problem, path.read_text() + "\n\nModelNew = Model\n",
+                   EvalOptions(sandbox_root=Path(sys.argv[2]), timeout=float(sys.argv[3]),
+                               memory_budget=json.loads(sys.argv[4])))
 usage = resource.getrusage(resource.RUSAGE_SELF)
 accounts = verdict.accounting or {}
 print(json.dumps({
@@ -82,7 +84,10 @@ def main() -> None:
     args = parser.parse_args()
     root = args.kernelbench / "KernelBench" if (args.kernelbench / "KernelBench").is_dir() else args.kernelbench
     rows = []
-    header = "| problem | status | working set | orchestrator peak | worker peak (cand / base) | wall | start / verify / timing | system | reason |"
+    header = (
+        "| problem | status | working set | orchestrator peak | worker peak (cand / base) | wall "
+        "| start / verify / timing | system | reason |"
+    )
     lines = [header, "|---|---|---|---|---|---|---|---|---|"]
     print(header, flush=True)
     for name in args.problems:
@@ -112,9 +117,11 @@ def main() -> None:
         d = row.get("durations") or {}
         peaks = row.get("worker_peak_mb") or {}
         line = (
-            f"| {name} | {row['status']} | {gb(row.get('working_set'))} | {row.get('orchestrator_peak_mb', 0):.0f} MB | "
+            f"| {name} | {row['status']} | {gb(row.get('working_set'))} | "
+            f"{row.get('orchestrator_peak_mb', 0):.0f} MB | "
             f"{peaks.get('candidate') or '-'} / {peaks.get('baseline') or '-'} MB | {wall:.1f} s | "
-            f"{d.get('sandbox_start', 0):.1f} / {d.get('verification', 0):.1f} / {d.get('timing', 0):.1f} s | {row.get('system_s', 0):.1f} s | "
+            f"{d.get('sandbox_start', 0):.1f} / {d.get('verification', 0):.1f} / {d.get('timing', 0):.1f} s | "
+            f"{row.get('system_s', 0):.1f} s | "
             f"{(row.get('reason') or '')[:120]} |"
         )
         print(line, flush=True)

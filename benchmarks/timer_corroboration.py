@@ -146,7 +146,8 @@ def main() -> None:
     console.print(forged)
     rates = ", ".join(f"{c} {totals[f'false-{c}']}/{totals[f'n-{c}']}" for c in args.conditions)
     console.print(
-        f"honest false flags: {totals['false']}/{totals['honest']} ({rates}); forged timers caught: {totals['caught']}/{totals['forged']}",
+        f"honest false flags: {totals['false']}/{totals['honest']} ({rates}); forged timers "
+        f"caught: {totals['caught']}/{totals['forged']}",
         highlight=False,
     )
 

@@ -81,7 +81,8 @@ def main() -> None:
     console = Console(width=250)
     console.print(table)
     console.print(
-        f"limits: idle CPU <= {IDLE_CPU_LIMIT_NS / 1e6:.0f} ms in all; timed CPU <= wall x threads x {CORE_SLACK} + {CORE_MIN_MS:.0f} ms; "
+        f"limits: idle CPU <= {IDLE_CPU_LIMIT_NS / 1e6:.0f} ms in all; "
+        f"timed CPU <= wall x threads x {CORE_SLACK} + {CORE_MIN_MS:.0f} ms; "
         f"threads <= baseline's + budget + {THREAD_SLACK}. '-' = the evaluation ended before that phase."
     )
 
