@@ -294,14 +294,17 @@ def overhead_bound(samples: Samples, config: int, device: str) -> float:
 
 
 def records_ms(timed: Timed, bound_ms: float, device: str) -> list[float]:
-    """The time of record of each call of a request: the worker's claims, scaled up (never down)
-    until they add up to this process's clock less the baseline's median overhead. Both sides go
-    through the same rule, so honest jitter weighs alike on each; claims below what our clock saw
-    cannot lower the record."""
+    """The time of record of each call of a request: the request's time, shared equally among its
+    calls. That time is the worker's claims added up, raised (never lowered) to this process's clock
+    less the baseline's median overhead. Both sides go through the same rule, so honest jitter
+    weighs alike on each; claims below what our clock saw cannot lower the record, and how the
+    worker splits its claims among the calls of one request changes nothing (an uneven split could
+    otherwise pull the median of the calls below their mean)."""
     claimed = claims(timed, device)
-    total = sum(claimed)
-    scale = max(1.0, (timed.trusted_ms - bound_ms) / total) if total > 0 else 1.0
-    return [max(c * scale, 1e-4) for c in claimed]
+    if not claimed:
+        return []
+    total = max(sum(claimed), timed.trusted_ms - bound_ms)
+    return [max(total / len(claimed), 1e-4)] * len(claimed)
 
 
 def timer_mismatch(candidate: list[Timed], baseline: list[Timed], device: str) -> str | None:

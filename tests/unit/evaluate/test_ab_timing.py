@@ -117,6 +117,15 @@ def test_claims_are_scaled_up_to_our_clock_never_down() -> None:
     assert np.allclose(records_ms(liar, 0.5, "cpu"), [0.5, 0.5, 0.5, 0.5])
 
 
+def test_an_uneven_split_of_a_requests_claims_cannot_pull_the_median_down() -> None:
+    """Ten calls in one request, 5 ms on our clock: claims that put the time into one call would
+    make the median call 0.1 ms if the claims were scaled; the record shares the request equally."""
+    skewed = Timed(
+        trusted_ms=5.5, host_ms=[4.1] + [0.1] * 9, device_ms=None, cpu_ns=0, window_ns=0, wall_ns=0, outputs=[[]] * 10
+    )
+    assert np.allclose(records_ms(skewed, 0.5, "cpu"), [0.5] * 10)
+
+
 def test_overlapping_timings_restore_the_thread_count() -> None:
     """Two timings on different devices can overlap in one orchestrator: neither may leave 1 behind.
 
