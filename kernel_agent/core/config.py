@@ -140,6 +140,15 @@ def to_json(record: Any) -> Any:
     return record
 
 
+def check_known_fields(kind: type, data: Any, what: str) -> None:
+    """Refuse stored JSON that is not an object of `kind`'s fields (a strict decoder's first step)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} must be a JSON object")
+    unknown = set(data) - set(kind.__dataclass_fields__)
+    if unknown:
+        raise ValueError(f"unknown {what} field(s): {', '.join(sorted(unknown))}")
+
+
 def from_json(kind: type, data: dict[str, Any]) -> Any:
     """The record `to_json` wrote, each value turned back into its field's type; unknown keys are ignored."""
     hints = typing.get_type_hints(kind)

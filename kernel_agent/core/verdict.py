@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from kernel_agent.core.config import check_known_fields
 from kernel_agent.core.text import clean, clean_nested
 
 
@@ -85,7 +86,7 @@ class Verdict:
         None  # torch.profiler breakdown the candidate's process reported (advice, sanitized)
     )
     roofline: dict[str, Any] | None = (
-        None  # work counts, ceilings and floors per benchmark shape (set by the optimize loop)
+        None  # work counts, ceilings and floors per benchmark shape (set by the evaluation when ceilings are known)
     )
     accounting: dict[str, Any] | None = (
         None  # CPU time per phase of each side's sandbox, read from outside its processes
@@ -121,12 +122,7 @@ class Verdict:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
         """Decode a stored verdict strictly: unknown keys and wrong types are errors."""
-        if not isinstance(data, dict):
-            raise ValueError("a verdict must be a JSON object")
-        known = set(cls.__dataclass_fields__)
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown verdict field(s): {', '.join(sorted(unknown))}")
+        check_known_fields(cls, data, "verdict")
         if not isinstance(data.get("status"), str):
             raise ValueError("verdict has no status")
         for name, value in data.items():

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from kernel_agent.core.config import check_known_fields
 from kernel_agent.measure.op_breakdown import triton_compile_metadata  # noqa: F401 - re-exported: it belongs with the profile API
 from kernel_agent.problem.load import Problem, Shape, as_outputs, import_file, seeded_generator, torch_dtype
 
@@ -202,12 +203,7 @@ def ceilings_to_dict(ceilings: Ceilings) -> dict[str, Any]:
 
 def ceilings_from_dict(data: dict[str, Any]) -> Ceilings:
     """Decode stored ceilings strictly: unknown keys and non-positive rates are errors."""
-    if not isinstance(data, dict):
-        raise ValueError("ceilings must be a JSON object")
-    known = set(Ceilings.__dataclass_fields__)
-    unknown = set(data) - known
-    if unknown:
-        raise ValueError(f"unknown ceilings field(s): {', '.join(sorted(unknown))}")
+    check_known_fields(Ceilings, data, "ceilings")
     bandwidth = data.get("memory_gbps")
     if not isinstance(bandwidth, (int, float)) or not bandwidth > 0:
         raise ValueError("ceilings need a positive memory_gbps")

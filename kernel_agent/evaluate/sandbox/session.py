@@ -45,7 +45,15 @@ from kernel_agent.evaluate.sandbox.isolation import (
     wrap,
     write_trusted,
 )
-from kernel_agent.evaluate.sandbox.shm import InputSegment, MemoryReader, OutputRef, Placed, TransportError, read_bound
+from kernel_agent.evaluate.sandbox.shm import (
+    MAX_TENSORS,
+    InputSegment,
+    MemoryReader,
+    OutputRef,
+    Placed,
+    TransportError,
+    read_bound,
+)
 from kernel_agent.evaluate.sandbox.worker import FD_IN, FD_INPUTS, FD_OUT, FD_STATE, WORKER_STATUSES
 
 LOG_TAIL_BYTES = 4000
@@ -434,8 +442,10 @@ class WorkerSession:
 
     def output_refs(self, reply: dict[str, Any], key: str) -> list[OutputRef]:
         described = reply.get(key)
-        if not isinstance(described, list) or len(described) > 256:
-            raise WorkerFailure("rejected", f"protocol violation: the worker reply's {key} are not a list")
+        if not isinstance(described, list) or len(described) > MAX_TENSORS:
+            raise WorkerFailure(
+                "rejected", f"protocol violation: the worker reply's {key} are not a list of at most {MAX_TENSORS}"
+            )
         try:
             return [OutputRef.parse(d) for d in described]
         except TransportError as exc:

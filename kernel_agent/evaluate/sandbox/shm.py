@@ -1,11 +1,14 @@
 """Tensors across the sandbox boundary without files: a sealed input segment, and reads of frozen memory.
 
 Inputs: the trusted side owns a memfd, maps it writable, then seals it
-(`F_SEAL_SHRINK | F_SEAL_FUTURE_WRITE`): the worker can map it read-only and
-nothing more; a write from the candidate faults instead of changing what the
+(`F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL`): the worker
+can map it read-only and nothing more; a write from the candidate faults instead of changing what the
 trusted side compares (its references come from its own copies anyway). The
-trusted side writes one call's inputs while the sandbox is frozen, just before
-that call, so no input exists anywhere the candidate can read before its call.
+trusted side writes a request's inputs while the sandbox is frozen, just before
+that request, so no input exists anywhere the candidate can read before its
+request (within a request of several short calls, later calls' inputs are there
+early; the request's time is shared equally among its calls, so using them early
+buys nothing).
 
 Outputs: the worker reports where each output lives in its own memory
 (address, shape, strides, dtype); the trusted side reads those bytes itself, from
