@@ -60,6 +60,7 @@ def main() -> None:
         "--fixtures", nargs="*", default=["a*", "b23*", "b61*", "b27*", "b31*", "c43*"], help="fixture name globs"
     )
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, help="also write the table here (text)")
     args = parser.parse_args()
     table = Table(title=f"Sandbox CPU per phase (ms), measured from outside, threads={args.threads}")
     for column in ("candidate", "verdict", *PHASES, "idle", "cores used/budget", "threads vs base", "baseline cores"):
@@ -78,13 +79,17 @@ def main() -> None:
     for fixture in fixtures:
         verdict = run_fixture(fixture, ROOT / "sandbox", threads=args.threads)
         table.add_row(f"{fixture.name}", f"{verdict.status}: {verdict.reason[:70]}", *cells(verdict, args.threads))
-    console = Console(width=250)
+    console = Console(width=250, record=True)
     console.print(table)
     console.print(
         f"limits: idle CPU <= {IDLE_CPU_LIMIT_NS / 1e6:.0f} ms in all; "
-        f"timed CPU <= wall x threads x {CORE_SLACK} + {CORE_MIN_MS:.0f} ms; "
+        f"timed CPU <= wall x threads x {CORE_SLACK} + "
+        + " or ".join(f"{ms:.0f} ms ({source})" for source, ms in CORE_MIN_MS.items())
+        + "; "
         f"threads <= baseline's + budget + {THREAD_SLACK}. '-' = the evaluation ended before that phase."
     )
+    if args.out:
+        args.out.write_text(console.export_text())
 
 
 if __name__ == "__main__":
