@@ -60,11 +60,30 @@ def cgroup_root() -> Path | None:
     return _ROOT[0]
 
 
+def group_name(label: str) -> str:
+    """`label-PID-random`: the orchestrator's PID in the name tells a live group from a stale one."""
+    return f"{label}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _owner_alive(name: str) -> bool:
+    """Whether the orchestrator that made this group still runs (older names without a PID: no)."""
+    parts = name.rsplit("-", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return False
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class Cgroup:
     """A cgroup v2 folder holding exactly one sandbox: membership and CPU time that no fork escapes."""
 
     def __init__(self, root: Path, label: str) -> None:
-        self.path = root / f"{label}-{uuid.uuid4().hex[:8]}"
+        self.path = root / group_name(label)
         self.path.mkdir()
 
     def join(self) -> None:
@@ -118,7 +137,7 @@ class V1Group:
             for name in ("cpuset.cpus", "cpuset.mems"):
                 if not (parent / name).read_text().strip():
                     (parent / name).write_text((parent.parent / name).read_text().strip())
-        self.path = parent / f"{label}-{uuid.uuid4().hex[:8]}"
+        self.path = parent / group_name(label)
         self.path.mkdir()
         if controller == "cpuset":
             (self.path / "cpuset.mems").write_text((parent / "cpuset.mems").read_text().strip())
@@ -157,7 +176,10 @@ _CLEANED: list[bool] = []
 
 
 def clean_stale_cgroups() -> None:
-    """Remove empty sandbox cgroups an earlier, killed orchestrator left behind (once per process)."""
+    """Remove empty sandbox cgroups an earlier, killed orchestrator left behind (once per process).
+
+    Only groups whose orchestrator is gone: another orchestrator's group is empty for a moment between
+    its creation and its worker joining it, and removing it then failed that worker's start."""
     if _CLEANED:
         return
     _CLEANED.append(True)
@@ -166,7 +188,7 @@ def clean_stale_cgroups() -> None:
         if parent is None or not parent.is_dir():
             continue
         for child in parent.iterdir():
-            if not child.is_dir():
+            if not child.is_dir() or _owner_alive(child.name):
                 continue
             try:
                 if not (child / "cgroup.procs").read_text().split():

@@ -273,6 +273,9 @@ class WorkerSession:
                 preexec_fn=before_exec,
                 start_new_session=True,
             )
+        except subprocess.SubprocessError as exc:  # the setup in the child (cgroups, limits, affinity) failed
+            reason = f"the sandbox could not start: {exc} (its cgroup, limits or cores)"
+            raise WorkerFailure("crashed", reason) from None
         finally:
             os.close(stderr_fd)
         os.close(to_worker_r)
