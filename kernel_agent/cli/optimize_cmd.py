@@ -17,7 +17,13 @@ import typer
 from kernel_agent.cli import options as opt
 from kernel_agent.cli.common import MS_CAPTION, fail, stderr, stdout, warn
 from kernel_agent.cli.options import GIVEN, fields_of, from_config
-from kernel_agent.cli.speedups import REFERENCE_COLUMNS, losing_to_torch, print_metrics, reference_cells
+from kernel_agent.cli.speedups import (
+    REFERENCE_CAPTION,
+    REFERENCE_COLUMNS,
+    losing_to_torch,
+    print_metrics,
+    reference_cells,
+)
 from kernel_agent.core.config import ExecutorKind
 from kernel_agent.optimize.config import KernelSpec, RunPlan
 
@@ -282,16 +288,23 @@ STATUS_LABELS = {
 }
 
 
+# What must stay whole in an 80-column table: the status word ("improved").
+MIN_WIDTHS = {"status": 8}
+
+
 def render_summary(run_id: int, results: list, metrics: dict | None = None) -> None:
     """The final table on stdout; reasons follow it, one line per kernel that has one (a flagged candidate
     waiting for review always has one, with the command that approves it)."""
     from rich.table import Table
 
-    table = Table(title=f"run {run_id}", caption=MS_CAPTION)
+    table = Table(title=f"run {run_id}", caption=f"{MS_CAPTION}; {REFERENCE_CAPTION}")
     vs = {r.name: {kind: relative.to_json() for kind, relative in r.speedup_vs().items()} for r in results}
     for column in ("kernel", "baseline ms", "best ms", "speedup", *REFERENCE_COLUMNS, "best candidate", "status"):
         table.add_column(
-            column, justify="right" if column not in ("kernel", "status") else "left", no_wrap=column == "kernel"
+            column,
+            justify="right" if column not in ("kernel", "status") else "left",
+            no_wrap=column == "kernel",
+            min_width=MIN_WIDTHS.get(column),
         )
     for r in results:
         table.add_row(

@@ -10,7 +10,13 @@ import typer
 from kernel_agent.cli import options as opt
 from kernel_agent.cli.common import MS_CAPTION, fail, stdout
 from kernel_agent.cli.run_arg import RUN, resolve_run_or_fail
-from kernel_agent.cli.speedups import REFERENCE_COLUMNS, losing_to_torch, print_metrics, reference_cells
+from kernel_agent.cli.speedups import (
+    REFERENCE_CAPTION,
+    REFERENCE_COLUMNS,
+    losing_to_torch,
+    print_metrics,
+    reference_cells,
+)
 
 app = typer.Typer(help="List runs and show one run's kernels and results.", no_args_is_help=True, rich_markup_mode=None)
 
@@ -55,7 +61,7 @@ def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON)
         f"LLM calls {llm['calls']} ({llm['prompt_tokens']}+{llm['completion_tokens']} tokens, ${llm['cost_usd']:.4f})",
         highlight=False,
     )
-    table = Table(caption=MS_CAPTION)
+    table = Table(caption=f"{MS_CAPTION}; {REFERENCE_CAPTION}")
     for column in (
         "kernel",
         "status",
