@@ -68,11 +68,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
+REFERENCE_FLAGS = ("--references", "--no-references", "--remeasure-references", "--help")
+
+
+def cli_args(args: list[str] | tuple[str, ...]) -> list[str]:
+    """`eval` and `optimize` with `--no-references` unless the test names a reference flag: torch eager and
+    torch.compile points cost about 40-80 s per problem on two cores (inductor compiles in each sandbox), and
+    only the tests of reference points (test_references.py) need them."""
+    args = list(args)
+    if args and args[0] in ("eval", "optimize") and not any(flag in args for flag in REFERENCE_FLAGS):
+        args.append("--no-references")
+    return args
+
+
 def run_cli(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:
-    """Run `kernel-agent ARGS` in a fresh interpreter, exactly as a user would."""
-    command = [sys.executable, "-m", "kernel_agent", *args]
+    """Run `kernel-agent ARGS` in a fresh interpreter, exactly as a user would (see `cli_args`)."""
+    command = [sys.executable, "-m", "kernel_agent", *cli_args(args)]
     return subprocess.run(
         command, cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
     )

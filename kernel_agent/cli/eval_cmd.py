@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -11,7 +12,9 @@ from kernel_agent.cli import options as opt
 from kernel_agent.cli.ceilings import profile_ceilings
 from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, read_candidate, stdout, styled, warn
 from kernel_agent.cli.options import fields_of, from_config
-from kernel_agent.core.config import Device, EvalConfig
+from kernel_agent.cli.speedups import slower
+from kernel_agent.core.config import Device, EvalConfig, ReferenceConfig
+from kernel_agent.measure.relative import over_baseline, speedup_vs_json
 
 
 @from_config
@@ -20,6 +23,7 @@ def eval_command(
     candidate: Path = typer.Argument(..., help="The candidate kernel source file."),
     json_output: bool = opt.json_option("exactly one JSON verdict"),
     evaluation: EvalConfig = fields_of(skip=("sanity_speedup", "timing_rounds")),
+    references: ReferenceConfig = fields_of(),
     db: str = opt.DB,
 ) -> None:
     """Verify and time one candidate against a problem's baseline."""
@@ -50,14 +54,24 @@ def eval_command(
         verdict = evaluate(loaded, source, options)
     except RuntimeError as exc:  # e.g. the requested isolation level is unavailable
         fail(str(exc))
+    points = {}
+    if references.references and verdict.speedup is not None:  # nothing to compare without a speedup
+        from kernel_agent.cli.references import eval_reference_points
+
+        points = eval_reference_points(db, loaded, options, references.remeasure_references)
+    speedup_vs = speedup_vs_json(over_baseline(verdict.speedup, verdict.speedup_ci, not_timed(verdict)), points)
     if json_output:
-        sys.stdout.write(verdict.to_json() + "\n")
+        sys.stdout.write(json.dumps({**verdict.to_dict(), "speedup_vs": speedup_vs}, default=str) + "\n")
     else:
-        render(verdict)
+        render(verdict, speedup_vs)
     raise typer.Exit(EXIT_OK if verdict.passed else EXIT_VERDICT)
 
 
-def render(verdict) -> None:
+def not_timed(verdict) -> str:
+    return f"the candidate was not timed: {verdict.status}" + (f": {verdict.reason}" if verdict.reason else "")
+
+
+def render(verdict, speedup_vs: dict | None = None) -> None:
     colour = {"faster": "green", "correct": "cyan", "flagged": "yellow"}.get(verdict.status, "red")
     stdout.print(
         styled(
@@ -76,6 +90,14 @@ def render(verdict) -> None:
             f"candidate {timing['candidate']['median_ms']:.4f} ms (medians)",
             highlight=False,
         )
+        for kind in ("eager", "compile"):
+            entry = (speedup_vs or {}).get(kind) or {}
+            if entry.get("value") is not None:
+                low, high = entry["ci"]
+                words = f"{entry['value']:.3f}x {kind}" + (", slower than torch" if slower(entry) else "")
+                stdout.print(f"vs torch {kind}: {words}  95% CI [{low:.3f}, {high:.3f}]", highlight=False)
+            elif entry:
+                stdout.print(f"vs torch {kind}: - ({entry['reason']})", highlight=False)
     passed = sum(1 for c in verdict.checks if c.get("passed"))
     stdout.print(f"checks passed: {passed}/{len(verdict.checks)}", highlight=False)
     if verdict.reason:

@@ -17,6 +17,13 @@ import typer
 from kernel_agent.cli import options as opt
 from kernel_agent.cli.common import MS_CAPTION, fail, stderr, stdout, warn
 from kernel_agent.cli.options import GIVEN, fields_of, from_config
+from kernel_agent.cli.speedups import (
+    REFERENCE_CAPTION,
+    REFERENCE_COLUMNS,
+    losing_to_torch,
+    print_metrics,
+    reference_cells,
+)
 from kernel_agent.core.config import ExecutorKind
 from kernel_agent.optimize.config import KernelSpec, RunPlan
 
@@ -193,10 +200,15 @@ def execute(database, plan: RunPlan, run_id: int | None, json_output: bool) -> N
     store.finish_run(
         database, run_id, "stopped" if unfinished else "completed", "; ".join(sorted({r.reason for r in unfinished}))
     )
+    from kernel_agent.db.reads import run_detail
+
+    detail = run_detail(database, run_id)
+    metrics = detail["metrics"] if detail is not None else None
     if json_output:
-        sys.stdout.write(json.dumps({"run_id": run_id, "kernels": [r.to_dict() for r in results]}) + "\n")
+        document = {"run_id": run_id, "kernels": [r.to_dict() for r in results], "metrics": metrics}
+        sys.stdout.write(json.dumps(document) + "\n")
     else:
-        render_summary(run_id, results)
+        render_summary(run_id, results, metrics)
 
 
 def build_executor(plan: RunPlan):
@@ -276,15 +288,23 @@ STATUS_LABELS = {
 }
 
 
-def render_summary(run_id: int, results: list) -> None:
+# What must stay whole in an 80-column table: the status word ("improved").
+MIN_WIDTHS = {"status": 8}
+
+
+def render_summary(run_id: int, results: list, metrics: dict | None = None) -> None:
     """The final table on stdout; reasons follow it, one line per kernel that has one (a flagged candidate
     waiting for review always has one, with the command that approves it)."""
     from rich.table import Table
 
-    table = Table(title=f"run {run_id}", caption=MS_CAPTION)
-    for column in ("kernel", "baseline ms", "best ms", "speedup", "best candidate", "status"):
+    table = Table(title=f"run {run_id}", caption=f"{MS_CAPTION}; {REFERENCE_CAPTION}")
+    vs = {r.name: {kind: relative.to_json() for kind, relative in r.speedup_vs().items()} for r in results}
+    for column in ("kernel", "baseline ms", "best ms", "speedup", *REFERENCE_COLUMNS, "best candidate", "status"):
         table.add_column(
-            column, justify="right" if column not in ("kernel", "status") else "left", no_wrap=column == "kernel"
+            column,
+            justify="right" if column not in ("kernel", "status") else "left",
+            no_wrap=column == "kernel",
+            min_width=MIN_WIDTHS.get(column),
         )
     for r in results:
         table.add_row(
@@ -292,11 +312,20 @@ def render_summary(run_id: int, results: list) -> None:
             f"{r.baseline_ms:.3f}" if r.baseline_ms else "-",
             f"{r.best_ms:.3f}" if r.best_ms else "-",
             f"{r.speedup:.2f}x" if r.speedup else "-",
+            *reference_cells(vs[r.name]),
             str(r.best_candidate or "-"),
             STATUS_LABELS.get(r.status, r.status),
         )
     stdout.print(table)
+    if metrics is not None:
+        print_metrics(stdout, metrics)
     for r in results:
         if r.reason:  # soft_wrap: a `kernel-agent review approve ...` command stays on one line to copy
             stdout.print(f"{r.name}: {r.reason}", highlight=False, soft_wrap=True)
+        lost = losing_to_torch(r.name, vs[r.name])
+        if lost:
+            stdout.print(lost, highlight=False, soft_wrap=True)
+        for kind, point in sorted(r.references.items()):
+            if point.get("speedup") is None:
+                stdout.print(f"{r.name}: no torch {kind} point: {point.get('reason')}", highlight=False, soft_wrap=True)
     stdout.print(f"details: kernel-agent runs show {run_id}; code: kernel-agent candidates diff ID", highlight=False)

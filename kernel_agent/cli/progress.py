@@ -64,6 +64,8 @@ class LoopProgress:
             self.tokens += data["tokens"]
             self.cost += data["cost"]
             return
+        elif kind == "references":
+            text = f"measuring the torch {data['reference']} reference point"
         elif kind == "evaluate":
             text = f"round {state['round']}: evaluating candidate {data['candidate']} {data.get('note', '')[:30]}"
         elif kind == "evaluated":

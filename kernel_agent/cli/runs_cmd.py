@@ -10,6 +10,13 @@ import typer
 from kernel_agent.cli import options as opt
 from kernel_agent.cli.common import MS_CAPTION, fail, stdout
 from kernel_agent.cli.run_arg import RUN, resolve_run_or_fail
+from kernel_agent.cli.speedups import (
+    REFERENCE_CAPTION,
+    REFERENCE_COLUMNS,
+    losing_to_torch,
+    print_metrics,
+    reference_cells,
+)
 
 app = typer.Typer(help="List runs and show one run's kernels and results.", no_args_is_help=True, rich_markup_mode=None)
 
@@ -54,7 +61,7 @@ def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON)
         f"LLM calls {llm['calls']} ({llm['prompt_tokens']}+{llm['completion_tokens']} tokens, ${llm['cost_usd']:.4f})",
         highlight=False,
     )
-    table = Table(caption=MS_CAPTION)
+    table = Table(caption=f"{MS_CAPTION}; {REFERENCE_CAPTION}")
     for column in (
         "kernel",
         "status",
@@ -62,6 +69,7 @@ def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON)
         "baseline ms",
         "best ms",
         "speedup",
+        *REFERENCE_COLUMNS,
         "best candidate",
         "candidates by status",
     ):
@@ -74,13 +82,18 @@ def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON)
             f"{k['baseline_ms']:.3f}" if k["baseline_ms"] else "-",
             f"{k['best_ms']:.3f}" if k["best_ms"] else "-",
             f"{k['speedup']:.2f}x" if k["speedup"] else "-",
+            *reference_cells(k["speedup_vs"]),
             str(k["best_candidate"] or "-"),
             ", ".join(f"{s} {n}" for s, n in sorted(k["statuses"].items())),
         )
     stdout.print(table)
+    print_metrics(stdout, detail["metrics"])
     for k in detail["kernels"]:  # soft_wrap: a `kernel-agent review approve ...` command stays on one line to copy
         if k["reason"]:
             stdout.print(f"{k['name']}: {k['reason']}", highlight=False, soft_wrap=True)
+        lost = losing_to_torch(k["name"], k["speedup_vs"])
+        if lost:
+            stdout.print(lost, highlight=False, soft_wrap=True)
         review = k.get("review")
         if review and review["note"] not in (k["reason"] or ""):
             stdout.print(f"{k['name']}: {review['note']}", highlight=False, soft_wrap=True)

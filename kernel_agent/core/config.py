@@ -122,6 +122,22 @@ class EvalConfig:
     )
 
 
+@dataclass
+class ReferenceConfig:
+    """Whether torch's own speed stands beside every speedup (issue 14): torch eager and torch.compile of the
+    problem's reference, timed like a candidate and stored once per problem, device fingerprint and torch."""
+
+    references: bool = option(
+        True,
+        flag="--references/--no-references",
+        help="Measure (or reuse the stored) torch eager and torch.compile reference points and show speedups "
+        "against them.",
+    )
+    remeasure_references: bool = option(
+        False, flag="--remeasure-references", help="Measure the reference points again and replace the stored ones."
+    )
+
+
 # ---- stored as JSON ----------------------------------------------------------------------------
 
 

@@ -193,3 +193,20 @@ class DeviceCeilingRow(Base):
     fingerprint: Mapped[str] = mapped_column(String(400), unique=True)
     data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     measured_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class ReferencePointRow(Base):
+    """A reference point (torch eager, torch.compile) per problem content, device fingerprint and kind: its speedup
+    over the baseline, or the one-line reason it has none. Measured once and reused, like the device ceilings."""
+
+    __tablename__ = "reference_points"
+    __table_args__ = (UniqueConstraint("problem_hash", "fingerprint", "kind"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    problem_hash: Mapped[str] = mapped_column(String(64))  # problems.content_hash: the reference and the baseline
+    fingerprint: Mapped[str] = mapped_column(String(400))  # measure.profile.fingerprint_key: device, torch, threads
+    kind: Mapped[str] = mapped_column(String(20))  # eager, compile
+    status: Mapped[str] = mapped_column(String(20))
+    speedup: Mapped[float | None] = mapped_column(Float, nullable=True)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # evaluate.references.ReferencePoint
+    verdict: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    measured_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

@@ -6,10 +6,17 @@ from collections import Counter
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
-from kernel_agent.db.models import CandidateRow, EvaluationRow, LLMCallRow, ProblemRow, RunRow
+from kernel_agent.core.verdict import Status
+from kernel_agent.db.models import CandidateRow, EvaluationRow, LLMCallRow, ProblemRow, RunKernelRow, RunRow
+from kernel_agent.db.references import points_seen_by
 from kernel_agent.db.review_reads import kernel_review, run_kernels
 from kernel_agent.db.session import Database
+from kernel_agent.measure import fast_p
+from kernel_agent.measure.relative import over_baseline, speedup_vs_json
+
+VERIFIED = (Status.FASTER.value, Status.CORRECT.value)  # what fast_p counts; a flagged candidate waits for a human
 
 
 def list_runs(db: Database) -> list[dict[str, Any]]:
@@ -48,6 +55,10 @@ def run_detail(db: Database, run_id: int) -> dict[str, Any] | None:
             )
             if unparseable:
                 statuses["unparseable"] = unparseable
+            best = session.get(CandidateRow, k.best_candidate_id) if k.best_candidate_id else None
+            evaluation = best.evaluation if best is not None else None
+            ci = [evaluation.ci_low, evaluation.ci_high] if evaluation and evaluation.ci_low is not None else None
+            references = kernel_references(db, session, k)
             kernels.append(
                 {
                     "name": k.problem.name,
@@ -57,8 +68,12 @@ def run_detail(db: Database, run_id: int) -> dict[str, Any] | None:
                     "baseline_ms": k.baseline_ms,
                     "best_ms": k.best_ms,
                     "speedup": k.best_speedup,
+                    "speedup_ci": ci,
                     "best_candidate": k.best_candidate_id,
                     "statuses": dict(statuses),
+                    "references": references,
+                    "speedup_vs": speedup_vs_json(over_baseline(k.best_speedup, ci, "no best candidate"), references),
+                    "best_verified_speedup": best_verified(session, k.id),
                 }
             )
         tokens = session.execute(
@@ -79,6 +94,7 @@ def run_detail(db: Database, run_id: int) -> dict[str, Any] | None:
             "options": run.options,
             "note": run.note,
             "kernels": kernels,
+            "metrics": run_metrics(kernels).to_json(),
             "llm": {
                 "calls": tokens[3],
                 "prompt_tokens": tokens[0],
@@ -144,3 +160,41 @@ def candidate_detail(db: Database, candidate_id: int) -> dict[str, Any] | None:
             }
         )
         return data
+
+
+def kernel_references(db: Database, session: Session, kernel: RunKernelRow) -> dict[str, dict[str, Any]]:
+    """The reference points of a run's kernel, on the device its baseline was timed on (none before it was)."""
+    environment = session.scalar(
+        select(EvaluationRow.environment)
+        .join(CandidateRow)
+        .where(CandidateRow.run_kernel_id == kernel.id, CandidateRow.origin == "baseline")
+    )
+    if not environment:
+        return {}
+    return points_seen_by(db, kernel.problem.content_hash, environment)
+
+
+def best_verified(session: Session, run_kernel_id: int) -> float | None:
+    """The best point speedup among a kernel's verified candidates (the baseline's own A/A run is not one)."""
+    return session.scalar(
+        select(func.max(EvaluationRow.speedup))
+        .join(CandidateRow)
+        .where(
+            CandidateRow.run_kernel_id == run_kernel_id,
+            CandidateRow.origin != "baseline",
+            EvaluationRow.status.in_(VERIFIED),
+        )
+    )
+
+
+def run_metrics(kernels: list[dict[str, Any]]) -> fast_p.RunMetrics:
+    """fast_p and the geometric mean over a run's kernels (`run_detail`'s entries)."""
+    outcomes = [
+        fast_p.outcome(
+            k["name"],
+            k["best_verified_speedup"],
+            {kind: (k["references"].get(kind) or {}).get("speedup") for kind in ("eager", "compile")},
+        )
+        for k in kernels
+    ]
+    return fast_p.run_metrics(outcomes)

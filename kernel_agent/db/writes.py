@@ -16,6 +16,7 @@ import ast
 import difflib
 import hashlib
 from dataclasses import asdict
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Table, select
@@ -80,9 +81,14 @@ def put_source(session: Session, text: str) -> str:
     return digest
 
 
+def problem_hash(problem: Problem) -> str:
+    """What a problem's stored rows (and its reference points) are keyed by: its reference and its baseline."""
+    return sha256(problem.reference_source + "\0" + problem.baseline_source)
+
+
 def ensure_problem(db: Database, problem: Problem) -> int:
     reference, baseline = problem.reference_source, problem.baseline_source
-    content = sha256(reference + "\0" + baseline)
+    content = problem_hash(problem)
     where = (ProblemRow.name == problem.name, ProblemRow.content_hash == content)
     with db.write() as session:
         problem_id = session.scalar(select(ProblemRow.id).where(*where))
@@ -144,6 +150,13 @@ def count_duplicate(db: Database, run_kernel_id: int) -> None:
         row = session.get(RunKernelRow, run_kernel_id)
         assert row is not None
         row.duplicates += 1
+
+
+def run_started_at(db: Database, run_id: int) -> datetime:
+    with db.session() as session:
+        run = session.get(RunRow, run_id)
+        assert run is not None
+        return run.started_at
 
 
 def reopen_run(db: Database, run_id: int) -> None:

@@ -193,8 +193,12 @@ def fingerprint_key(device: str, threads: int | None = None) -> str:
     """The key ceilings are stored under: device name, torch version and thread count."""
     from kernel_agent.core.fingerprint import fingerprint
 
-    facts = fingerprint(device, threads if threads is not None else torch.get_num_threads())
-    return f"{facts['device_name']} | torch {facts['torch']} | {facts['threads']} threads"
+    return key_of(fingerprint(device, threads if threads is not None else torch.get_num_threads()))
+
+
+def key_of(facts: dict[str, Any]) -> str:
+    """`fingerprint_key` from a stored environment (a verdict's `environment`)."""
+    return f"{facts.get('device_name')} | torch {facts.get('torch')} | {facts.get('threads')} threads"
 
 
 def ceilings_to_dict(ceilings: Ceilings) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from kernel_agent.core.config import EvalConfig, ExecutorKind, from_json, key_of, option, to_json
+from kernel_agent.core.config import EvalConfig, ExecutorKind, ReferenceConfig, from_json, key_of, option, to_json
 
 PLAN_FORMAT = 2
 
@@ -160,6 +160,7 @@ class RunPlan:
     budget: BudgetLimits = field(default_factory=BudgetLimits)  # run-wide
     provider_options: ProviderConfig = field(default_factory=ProviderConfig)
     evaluation: EvalConfig = field(default_factory=EvalConfig)
+    references: ReferenceConfig = field(default_factory=ReferenceConfig)
 
     def to_json(self) -> dict[str, Any]:
         return {"format": PLAN_FORMAT, **to_json(self)}

@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kernel_agent.core.config import ReferenceConfig
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.db.session import Database
 from kernel_agent.evaluate.pipeline import EvalOptions, run_device
@@ -25,6 +26,7 @@ from kernel_agent.optimize.config import BudgetLimits, SearchConfig
 from kernel_agent.optimize.executors.local import Executor, LocalExecutor
 from kernel_agent.optimize.prompt_profile import PromptProfiles
 from kernel_agent.optimize.recorder import Recorder
+from kernel_agent.optimize.references import reference_points
 from kernel_agent.optimize.search_state import TERMINAL, Candidate, KernelResult, KernelStatus, SearchState
 from kernel_agent.problem.load import Problem
 from kernel_agent.propose.base import ProposalBatch, ProposalContext, Provider
@@ -37,6 +39,7 @@ class LoopOptions:
     search: SearchConfig = field(default_factory=SearchConfig)
     eval: EvalOptions = field(default_factory=EvalOptions)
     budget: BudgetLimits = field(default_factory=BudgetLimits)  # this kernel's own (the run's is in Shared)
+    references: ReferenceConfig = field(default_factory=ReferenceConfig)
 
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -87,11 +90,13 @@ class KernelLoop:
         self.recorder = Recorder(self.db, self.run_id, self.problem)
         self.state = SearchState(self.problem.name, self.problem.baseline_source, self.options.search)
         self.stored = self.recorder.restore(self.state)
+        self.references: dict[str, dict[str, Any]] = {}  # eager, compile -> ReferencePoint.to_json()
 
     def run(self) -> KernelResult:
         """Baseline, then rounds until the rounds, the patience, the proposals, the budget or the roofline run out."""
         state = self.state
         if self.stored.status in TERMINAL:
+            self._references(measure=False)
             return self._result(KernelStatus(self.stored.status), self.stored.reason)
         self.recorder.started()
         baseline = self._baseline()
@@ -107,6 +112,7 @@ class KernelLoop:
                 "verified under the Triton interpreter; timing (and so optimization) needs a GPU",
             )
         self.recorder.baseline_ms(typical_ms(baseline.timing, "baseline"))
+        self._references(measure=True)
         profile = self.profiles.of(baseline, role="baseline")
         if not self._evaluate_all(self.stored.unevaluated):  # in flight when an earlier invocation was killed
             return self._stopped()
@@ -147,6 +153,26 @@ class KernelLoop:
             self.recorder.baseline_verdict(self.state, verdict, time.perf_counter() - started)
         assert self.state.baseline is not None
         return self.state.baseline
+
+    def _references(self, measure: bool) -> None:
+        """torch eager and torch.compile of the reference, against the same baseline: stored once per problem
+        and device fingerprint, measured through the executor like any candidate when missing (or stale under
+        --remeasure-references). With `measure` False only the stored ones are read (a finished kernel)."""
+        config = self.options.references
+        if not config.references:
+            return
+        since = self.recorder.run_started() if config.remeasure_references else None
+
+        def evaluate(problem: Problem, source: str, options: EvalOptions) -> Verdict:
+            return self.shared.executor.submit(problem, source, options).result()
+
+        def announce(kind: object) -> None:
+            self.progress("references", {"kernel": self.problem.name, "reference": str(kind)})
+
+        points = reference_points(
+            self.db, self.problem, self._eval_options("never"), evaluate if measure else None, since, announce
+        )
+        self.references = {kind.value: point.to_json() for kind, point in points.items()}
 
     def _propose(self, round_index: int, profile: dict[str, Any]) -> tuple[ProposalBatch, list[int]]:
         """Ask the provider for this round's candidates; its LLM calls are stored and charged before anything else."""
@@ -238,7 +264,9 @@ class KernelLoop:
         )
 
     def _result(self, status: KernelStatus, reason: str) -> KernelResult:
-        return self.state.result(status, reason, self.recorder.review)
+        result = self.state.result(status, reason, self.recorder.review)
+        result.references = dict(self.references)
+        return result
 
     def _finish(self, status: KernelStatus, reason: str) -> KernelResult:
         result = self._result(status, reason)

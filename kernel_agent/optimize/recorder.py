@@ -10,6 +10,7 @@ from the response cache, and only the evaluations that were in flight run again.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -155,6 +156,9 @@ class Recorder:
     # ---- the kernel --------------------------------------------------------------------------
     def started(self) -> None:
         store.update_run_kernel(self.db, self.run_kernel_id, status="running")
+
+    def run_started(self) -> datetime:
+        return store.run_started_at(self.db, self.run_id)
 
     def baseline_ms(self, ms: float | None) -> None:
         store.update_run_kernel(self.db, self.run_kernel_id, baseline_ms=ms)

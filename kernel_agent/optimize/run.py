@@ -43,6 +43,7 @@ def loop_options(plan: RunPlan, spec: KernelSpec) -> LoopOptions:
         search=spec.search(plan.search),
         eval=EvalOptions.from_config(spec.evaluation(plan.evaluation)),
         budget=spec.budget(),
+        references=plan.references,
     )
 
 

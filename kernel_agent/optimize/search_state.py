@@ -14,6 +14,7 @@ from typing import Any
 
 from kernel_agent.core.config import Choice
 from kernel_agent.core.verdict import Status, Verdict
+from kernel_agent.measure.relative import Relative, over_baseline, speedups_vs
 from kernel_agent.measure.stats import typical_ms
 from kernel_agent.optimize.config import SearchConfig
 from kernel_agent.propose.base import Attempt
@@ -66,12 +67,18 @@ class KernelResult:
     baseline_ms: float | None = None
     best_ms: float | None = None
     speedup: float | None = None
+    speedup_ci: list[float] | None = None
     best_candidate: int | None = None
     reason: str = ""
     evaluated: int = 0  # verdicts reached by this invocation
     accepted: int = 0
     # The best flagged candidate when it beats every accepted one: it waits for a human (review_reads.review_summary).
     review: dict[str, Any] | None = None
+    references: dict[str, dict[str, Any]] = field(default_factory=dict)  # eager, compile -> ReferencePoint JSON
+
+    def speedup_vs(self) -> dict[str, Relative]:
+        """The best's speedup against the baseline, torch eager and torch.compile (measure.relative)."""
+        return speedups_vs(over_baseline(self.speedup, self.speedup_ci, "no best candidate"), self.references)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,9 +87,12 @@ class KernelResult:
             "baseline_ms": self.baseline_ms,
             "best_ms": self.best_ms,
             "speedup": self.speedup,
+            "speedup_ci": self.speedup_ci,
             "best_candidate": self.best_candidate,
             "reason": self.reason,
             "review": self.review,
+            "references": self.references,
+            "speedup_vs": {kind: relative.to_json() for kind, relative in self.speedup_vs().items()},
         }
 
 
@@ -235,6 +245,8 @@ class SearchState:
 
 def _times_from(result: KernelResult, verdict: Verdict | None) -> None:
     """Both times from one verdict's own A/B run: their ratio is its speedup."""
+    if verdict is not None:
+        result.speedup_ci = list(verdict.speedup_ci) if verdict.speedup_ci else None
     if verdict is not None and verdict.timing:
         result.baseline_ms, result.best_ms = (
             typical_ms(verdict.timing, "baseline"),

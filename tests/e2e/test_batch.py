@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import ROOT, SOFTMAX, run_cli
+from conftest import ROOT, SOFTMAX, cli_args, run_cli
 from scripted_server import ScriptedServer
 
 VARIANTS = [
@@ -59,7 +59,7 @@ def count(db: Path, table: str) -> int:
 
 def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "kernel_agent", *args],
+        [sys.executable, "-m", "kernel_agent", *cli_args(args)],
         cwd=ROOT,
         env={**os.environ, **env},
         stdout=subprocess.PIPE,

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SOFTMAX
+from conftest import ROOT, SOFTMAX, cli_args
 from sqlalchemy import inspect, make_url, text
 
 from kernel_agent.core.verdict import Verdict
@@ -239,7 +239,7 @@ def test_two_optimize_processes_share_one_database(database_url: str, tmp_path: 
             "--json",
         ]
         return subprocess.Popen(
-            [sys.executable, "-m", "kernel_agent", *args],
+            [sys.executable, "-m", "kernel_agent", *cli_args(args)],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

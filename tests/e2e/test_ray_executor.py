@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SOFTMAX, run_cli
+from conftest import ROOT, SOFTMAX, cli_args, run_cli
 
 pytest.importorskip("ray", reason="the Ray executor needs ray: pip install 'kernel-agent[cluster]'")
 
@@ -92,7 +92,7 @@ def test_optimize_on_ray_stores_verdicts_like_the_local_pool_and_survives_a_kill
     killer = WorkerKiller(kills=1)
     killer.start()
     ray_proc = subprocess.Popen(
-        [sys.executable, "-m", "kernel_agent", *optimize_args(tmp_path, "ray", "--executor", "ray")],
+        [sys.executable, "-m", "kernel_agent", *cli_args(optimize_args(tmp_path, "ray", "--executor", "ray"))],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

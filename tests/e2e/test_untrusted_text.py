@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import typer.main
-from conftest import ROOT, SOFTMAX, run_cli
+from conftest import ROOT, SOFTMAX, cli_args, run_cli
 from sqlalchemy import text as sql
 from test_databases import database_url  # noqa: F401 - the SQLite / PostgreSQL fixture
 from typer.testing import CliRunner
@@ -49,7 +49,7 @@ def controls(text: str) -> list[str]:
 def cli_bytes(*args: str) -> subprocess.CompletedProcess[bytes]:
     """The CLI with raw bytes captured: decoding is part of what is checked."""
     return subprocess.run(
-        [sys.executable, "-m", "kernel_agent", *args],
+        [sys.executable, "-m", "kernel_agent", *cli_args(args)],
         cwd=ROOT,
         capture_output=True,
         timeout=600,

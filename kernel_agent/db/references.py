@@ -1,0 +1,79 @@
+"""The reference points table: torch eager and torch.compile per (problem content, device fingerprint, kind).
+
+Kept like the device ceilings: the first measurement per key is kept (concurrent runs agree on one), and
+a remeasure replaces it. The key's fingerprint (`measure.profile.fingerprint_key`) holds the device, the
+torch version and the thread count; the problem's content hash covers its reference and its baseline,
+so a changed baseline gets new points.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+
+from kernel_agent.core.verdict import Verdict
+from kernel_agent.db.models import ReferencePointRow, utcnow
+from kernel_agent.db.session import Database
+from kernel_agent.db.writes import insert_if_absent
+from kernel_agent.evaluate.references import ReferenceKind, ReferencePoint
+
+
+@dataclass(frozen=True)
+class StoredPoint:
+    """A point and when it was stored (a remeasure replaces the points stored before a given moment)."""
+
+    point: ReferencePoint
+    measured_at: datetime
+
+
+def stored_points(db: Database, problem_hash: str, fingerprint: str) -> dict[ReferenceKind, StoredPoint]:
+    """Every reference point stored for this problem content on this device fingerprint."""
+    with db.session() as session:
+        rows = session.scalars(
+            select(ReferencePointRow).where(
+                ReferencePointRow.problem_hash == problem_hash, ReferencePointRow.fingerprint == fingerprint
+            )
+        ).all()
+        return {
+            ReferenceKind(row.kind): StoredPoint(ReferencePoint.from_json(row.data), row.measured_at) for row in rows
+        }
+
+
+def store_point(
+    db: Database, problem_hash: str, fingerprint: str, point: ReferencePoint, verdict: Verdict, replace: bool
+) -> None:
+    values = {
+        "problem_hash": problem_hash,
+        "fingerprint": fingerprint,
+        "kind": point.kind.value,
+        "status": point.status,
+        "speedup": point.speedup,
+        "data": point.to_json(),
+        "verdict": verdict.to_dict(),
+        "measured_at": utcnow(),
+    }
+    with db.write() as session:
+        if replace:
+            row = session.scalar(
+                select(ReferencePointRow).where(
+                    ReferencePointRow.problem_hash == problem_hash,
+                    ReferencePointRow.fingerprint == fingerprint,
+                    ReferencePointRow.kind == point.kind.value,
+                )
+            )
+            if row is not None:
+                for name, value in values.items():
+                    setattr(row, name, value)
+                return
+        insert_if_absent(session, ReferencePointRow.__table__, values, ["problem_hash", "fingerprint", "kind"])
+
+
+def points_seen_by(db: Database, problem_hash: str, environment: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The points stored for the device a verdict ran on (its `environment`): what a run's views show."""
+    from kernel_agent.measure.profile import key_of
+
+    found = stored_points(db, problem_hash, key_of(environment))
+    return {kind.value: stored.point.to_json() for kind, stored in found.items()}

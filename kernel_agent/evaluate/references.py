@@ -1,0 +1,181 @@
+"""Reference points: what torch gives for free, timed exactly like a candidate (issue 14).
+
+A reference point is the problem's own reference run as a kernel: `eager` (a native problem's
+`reference` in its own dtype; a KernelBench file's `Model`) and `compile` (the same through
+`torch.compile`, inductor, default mode). Each is a trusted source generated here from the
+problem's own files and nothing else, evaluated by `evaluate()` against the baseline: the same
+check plan, fresh inputs every call, the same cores and the same A/B alternation as any candidate.
+No candidate code is involved, and the worker sees the problem only through this generated text
+(the problem's folder stays masked, as for a candidate).
+
+`torch.compile` compiles lazily, at the first call of each new shape: that happens in the check
+phase, which is before the warm-up and never part of a timing. `compile_s` records that phase
+(the checks themselves are a small part of it; an eager point's `compile_s` shows how small).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any
+
+from kernel_agent.core.config import Choice
+from kernel_agent.core.verdict import Verdict
+from kernel_agent.problem.load import Problem
+
+
+class ReferenceKind(Choice):
+    EAGER = "eager"  # the reference as written: ATen, oneDNN, cuBLAS
+    COMPILE = "compile"  # torch.compile of it (inductor, default mode)
+
+
+KINDS = (ReferenceKind.EAGER, ReferenceKind.COMPILE)
+# `dynamic=False`: every shape gets its own specialised graph, as a deployment at fixed shapes compiles it. The check
+# plan calls many shapes before the benchmark ones, so with automatic dynamic shapes the timed shapes would run a
+# symbolic-shape graph (and its outputs carry dynamo's per-instance attributes, which the worker refuses). Dynamo's
+# default of 8 graphs per function would send the later shapes, the benchmark ones among them, back to eager.
+RECOMPILE_LIMIT = 64
+
+_NATIVE_TRAILER = {
+    ReferenceKind.EAGER: (
+        "\n\n# ---- kernel-agent: the problem's own reference as the kernel (a trusted reference point) ----\n"
+        "def kernel(*inputs):\n"
+        "    return reference(*inputs)\n"
+    ),
+    ReferenceKind.COMPILE: (
+        "\n\n# ---- kernel-agent: torch.compile of the problem's own reference (a trusted reference point) ----\n"
+        "import torch as _ka_torch\n\n"
+        f"_ka_torch._dynamo.config.recompile_limit = {RECOMPILE_LIMIT}\n"
+        "_ka_compiled = _ka_torch.compile(reference, dynamic=False)\n\n\n"
+        "def kernel(*inputs):\n"
+        "    return _ka_compiled(*inputs)\n"
+    ),
+}
+# A KernelBench candidate is `ModelNew`, built with the reference's weights (load_state_dict, strict). A factory
+# keeps the state dict's keys: `torch.compile(model)` would prefix them with `_orig_mod.`.
+_KERNELBENCH_TRAILER = {
+    ReferenceKind.EAGER: "\n\nModelNew = Model\n",
+    ReferenceKind.COMPILE: (
+        "\n\n# ---- kernel-agent: torch.compile of the Model's forward (a trusted reference point) ----\n"
+        "import torch as _ka_torch\n\n"
+        f"_ka_torch._dynamo.config.recompile_limit = {RECOMPILE_LIMIT}\n\n\n"
+        "def ModelNew(*args):\n"
+        "    model = Model(*args)\n"
+        "    model.forward = _ka_torch.compile(model.forward, dynamic=False)\n"
+        "    return model\n"
+    ),
+}
+
+
+def reference_source(problem: Problem, kind: ReferenceKind) -> str:
+    """The trusted kernel module of one reference point: the problem's own file and a generated entry point."""
+    trailer = _KERNELBENCH_TRAILER if problem.kind == "kernelbench" else _NATIVE_TRAILER
+    return problem.reference_source.rstrip("\n") + "\n" + trailer[kind]
+
+
+@dataclass(frozen=True)
+class ReferencePoint:
+    """One reference point's speedup over the baseline, or why there is none (a compile failure, in one line)."""
+
+    kind: ReferenceKind
+    status: str
+    speedup: float | None = None  # the baseline's time / the reference's time, from their own A/B run
+    ci: tuple[float, float] | None = None
+    reason: str = ""
+    reference_ms: float | None = None
+    baseline_ms: float | None = None
+    compile_s: float | None = None  # the check phase, where inductor compiles each new shape (never timed)
+    measured_at: str = ""
+
+    @property
+    def usable(self) -> bool:
+        return self.speedup is not None and self.ci is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "status": self.status,
+            "speedup": self.speedup,
+            "ci": list(self.ci) if self.ci else None,
+            "reason": self.reason,
+            "reference_ms": self.reference_ms,
+            "baseline_ms": self.baseline_ms,
+            "compile_s": self.compile_s,
+            "measured_at": self.measured_at,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ReferencePoint:
+        ci = data.get("ci")
+        return cls(
+            kind=ReferenceKind(data["kind"]),
+            status=str(data["status"]),
+            speedup=data.get("speedup"),
+            ci=(float(ci[0]), float(ci[1])) if ci else None,
+            reason=str(data.get("reason") or ""),
+            reference_ms=data.get("reference_ms"),
+            baseline_ms=data.get("baseline_ms"),
+            compile_s=data.get("compile_s"),
+            measured_at=str(data.get("measured_at") or ""),
+        )
+
+
+def point_of(kind: ReferenceKind, verdict: Verdict) -> ReferencePoint:
+    """A reference's verdict as a point: its speedup when it verified and was timed, else its status and reason."""
+    from kernel_agent.measure.stats import typical_ms
+
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    compile_s = verdict.durations.get("verification")
+    if not verdict.passed or verdict.speedup is None or not verdict.speedup_ci:
+        reason = verdict.reason or verdict.status
+        if verdict.passed:
+            reason = f"not timed: {reason}"
+        return ReferencePoint(kind, verdict.status, reason=first_line(reason), compile_s=compile_s, measured_at=now)
+    low, high = verdict.speedup_ci
+    return ReferencePoint(
+        kind,
+        verdict.status,
+        speedup=verdict.speedup,
+        ci=(low, high),
+        reference_ms=typical_ms(verdict.timing, "candidate"),
+        baseline_ms=typical_ms(verdict.timing, "baseline"),
+        compile_s=compile_s,
+        measured_at=now,
+    )
+
+
+def first_line(text: str, limit: int = 300) -> str:
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    return line[:limit]
+
+
+@dataclass(frozen=True)
+class ReferenceJob:
+    """What to evaluate for one reference point: `evaluate(job.problem, job.source, job.options)`."""
+
+    kind: ReferenceKind
+    problem: Problem
+    source: str
+    options: Any  # evaluate.pipeline.EvalOptions
+
+
+def reference_job(problem: Problem, kind: ReferenceKind, options: Any) -> ReferenceJob:
+    """A reference point evaluated as a candidate is, with the torch backend (the problem file's text must not
+    pick another) and no profile, on the benchmark shapes only: the reference is trusted, and each odd check
+    shape would cost inductor a compile (seconds on two cores) for nothing the speedup uses. Every timed
+    shape is still checked first, as the timed-output audit needs."""
+    return ReferenceJob(
+        kind,
+        replace(problem, check_shapes=[]),
+        reference_source(problem, kind),
+        replace(options, backend="torch", profile="never"),
+    )
+
+
+def measure_reference(problem: Problem, kind: ReferenceKind, options: Any) -> tuple[ReferencePoint, Verdict]:
+    """Evaluate one reference point against the baseline here (no executor, nothing stored)."""
+    from kernel_agent.evaluate.pipeline import evaluate
+
+    job = reference_job(problem, kind, options)
+    verdict = evaluate(job.problem, job.source, job.options)
+    return point_of(kind, verdict), verdict

@@ -1,0 +1,62 @@
+"""The trusted sources of the reference points: the problem's own file, an entry point, and nothing a
+candidate wrote; each passes the static checks a candidate goes through."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from kernel_agent.core.verdict import Verdict
+from kernel_agent.evaluate.backends import get_backend
+from kernel_agent.evaluate.backends.lint import defines
+from kernel_agent.evaluate.references import KINDS, ReferenceKind, point_of, reference_job, reference_source
+from kernel_agent.problem.load import load_problem
+
+ROOT = Path(__file__).resolve().parents[3]
+PROBLEMS = [
+    ROOT / "examples" / "cpp_softmax",
+    ROOT / "examples" / "torch_opchain",
+    ROOT / "examples" / "kernelbench" / "level1_layernorm_mlp.py",
+    ROOT / "tests" / "fixtures" / "kernelbench" / "kb_rowloop.py",
+    ROOT / "tests" / "fixtures" / "uncompilable",
+]
+
+
+@pytest.mark.parametrize("path", PROBLEMS, ids=lambda p: p.name)
+@pytest.mark.parametrize("kind", KINDS, ids=str)
+def test_each_reference_source_is_the_problem_file_and_passes_the_static_checks(path: Path, kind) -> None:
+    problem = load_problem(path)
+    source = reference_source(problem, kind)
+    assert source.startswith(problem.reference_source.rstrip("\n"))
+    tree = ast.parse(source)
+    assert defines(tree, problem.entry_point)
+    assert not [f for f in get_backend("torch").lint(tree, source) if f.hard]
+    assert ("torch.compile(" in source) == (kind == ReferenceKind.COMPILE)
+
+
+def test_a_kernelbench_files_eager_point_is_its_model() -> None:
+    problem = load_problem(ROOT / "tests" / "fixtures" / "kernelbench" / "kb_rowloop.py")
+    assert reference_source(problem, ReferenceKind.EAGER).endswith("\nModelNew = Model\n")
+    namespace: dict = {}
+    exec(compile(reference_source(problem, ReferenceKind.COMPILE), "ref", "exec"), namespace)  # noqa: S102
+    model = namespace["ModelNew"](16)
+    assert isinstance(model, namespace["Model"])  # the Model itself: its state dict keys are the reference's
+    assert set(model.state_dict()) == {"scale", "shift"}
+
+
+def test_a_job_checks_only_the_benchmark_shapes_with_the_torch_backend() -> None:
+    from kernel_agent.evaluate.pipeline import EvalOptions
+
+    problem = load_problem(ROOT / "examples" / "cpp_softmax")
+    job = reference_job(problem, ReferenceKind.COMPILE, EvalOptions(threads=1, profile="always"))
+    assert job.problem.check_shapes == [] and job.problem.shapes == problem.shapes
+    assert job.options.backend == "torch" and job.options.profile == "never"
+
+
+def test_a_failed_reference_is_a_point_with_its_reason() -> None:
+    verdict = Verdict(status="runtime_error", reason="TorchRuntimeError: no fake impl registered")
+    point = point_of(ReferenceKind.COMPILE, verdict)
+    assert point.speedup is None and point.reason == "TorchRuntimeError: no fake impl registered"
+    assert type(point).from_json(point.to_json()) == point
