@@ -7,6 +7,7 @@ OpenAI-compatible server replying with the known-faster rewrite.
 from __future__ import annotations
 
 import json
+import signal
 import os
 import subprocess
 import sys
@@ -55,6 +56,11 @@ def build_run(
                 "--json",
                 env={"OPENAI_API_KEY": "sk-test-not-a-real-key"},
             )
+        if proc.returncode == -signal.SIGABRT and "terminate called" in proc.stderr and attempt + 1 < attempts:
+            # Open defect (seen once in 570 tests, 2026-12-01, not reproduced in 4 reruns): the optimize
+            # process finished its kernels, stored them, then aborted at exit with "terminate called
+            # without an active exception". Tried again rather than hidden: a repeat still fails here.
+            continue
         assert proc.returncode == 0, proc.stderr[-3000:]
         result = json.loads(proc.stdout)
         kernel = result["kernels"][0]
