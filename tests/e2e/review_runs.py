@@ -7,8 +7,8 @@ OpenAI-compatible server replying with the known-faster rewrite.
 from __future__ import annotations
 
 import json
-import signal
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
