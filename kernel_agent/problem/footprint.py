@@ -94,16 +94,26 @@ def kernelbench_footprint(module: object) -> Footprint:
     return Footprint(_nbytes(inputs), _nbytes(outputs), _nbytes(state))
 
 
+REAL_DRAW_ELEMENTS = 1 << 22  # shapes up to this many elements are sized by one real draw (no meta-device import)
+
+
 def native_footprint(problem: Problem, shape: tuple[int, ...], dtype: str) -> Footprint:
-    """Inputs and outputs of a native problem at one shape: on the meta device, else one real draw."""
+    """Inputs and outputs of a native problem at one shape: one real draw for small shapes (the meta
+    device's first use imports torch's meta kernels, seconds per process), else on the meta device,
+    falling back to a real draw for a reference the meta device cannot run."""
     module = problem.module
-    try:
-        inputs = list(module.make_inputs(shape, torch_dtype(dtype), "meta", seeded_generator(0)))
+    elements = 1
+    for dim in shape:
+        elements *= dim
+    if elements > REAL_DRAW_ELEMENTS:
+        try:
+            inputs = list(module.make_inputs(shape, torch_dtype(dtype), "meta", seeded_generator(0)))
+            return Footprint(_nbytes(inputs), _nbytes(as_outputs(module.reference(*inputs))), 0)
+        except Exception:  # noqa: BLE001 - a reference the meta device cannot run: measure one real call
+            pass
+    inputs = list(module.make_inputs(shape, torch_dtype(dtype), "cpu", seeded_generator(0)))
+    with torch.no_grad():
         outputs = as_outputs(module.reference(*inputs))
-    except Exception:  # noqa: BLE001 - a reference the meta device cannot run: measure one real call
-        inputs = list(module.make_inputs(shape, torch_dtype(dtype), "cpu", seeded_generator(0)))
-        with torch.no_grad():
-            outputs = as_outputs(module.reference(*inputs))
     return Footprint(_nbytes(inputs), _nbytes(outputs), 0)
 
 
