@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from kernel_agent.core.verdict import StatusError
-from kernel_agent.evaluate.compare import Tolerance, compare
+from kernel_agent.evaluate.compare import Tolerance, compare, compare_same_dtype
 from kernel_agent.evaluate.sandbox.session import Timed, WorkerFailure, WorkerSession
 from kernel_agent.measure.stats import PROCESS_EFFECT, calls_per_block, speedup_interval
 from kernel_agent.problem.oracle import CaseMaker, fresh_seed
@@ -263,9 +263,7 @@ def _check_audits(job: TimingJob, fetched: list[tuple[list, list]], dtype: str, 
     a multi-GB call costs seconds."""
     for number, (inputs, outputs) in enumerate(fetched):
         if large:
-            base = job.maker.reference_same_dtype(inputs)
-            tol = job.tolerance(dtype)
-            result = compare(outputs, base, base, Tolerance(2 * tol.rtol, 2 * tol.atol, 2 * tol.norm), precision=False)
+            result = compare_same_dtype(outputs, job.maker.reference_same_dtype(inputs), job.tolerance(dtype))
         else:
             gold, base = job.maker.reference(inputs)
             result = compare(outputs, gold, base, job.tolerance(dtype))

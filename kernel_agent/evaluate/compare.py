@@ -256,6 +256,12 @@ class _Stats:
         return None
 
 
+def compare_same_dtype(outputs: Any, base: tuple[torch.Tensor, ...], tol: Tolerance) -> Comparison:
+    """Against the same-dtype reference alone, at twice the tolerances and without the precision rule:
+    for calls too large for a float64 gold (large check cases past the memory budget, large audits)."""
+    return compare(outputs, base, base, Tolerance(2 * tol.rtol, 2 * tol.atol, 2 * tol.norm), precision=False)
+
+
 def canary_outputs(
     gold: tuple[torch.Tensor, ...], base: tuple[torch.Tensor, ...], inputs: list[torch.Tensor]
 ) -> Iterator[tuple[str, tuple[torch.Tensor, ...]]]:

@@ -27,7 +27,7 @@ from kernel_agent.evaluate.ab_timing import TimingJob, measure_speedup
 from kernel_agent.evaluate.backends import detect_backend, get_backend
 from kernel_agent.evaluate.backends.base import BuildContext, BuildFailed, Prepared
 from kernel_agent.evaluate.backends.lint import defines
-from kernel_agent.evaluate.compare import Tolerance, compare
+from kernel_agent.evaluate.compare import Tolerance, compare, compare_same_dtype
 from kernel_agent.evaluate.decision import decide
 from kernel_agent.evaluate.device_lock import DeviceGate, NoGate
 from kernel_agent.evaluate.sandbox.isolation import Isolation, Limits, probe, write_trusted
@@ -81,7 +81,7 @@ def fits(problem: Problem, device: str, budget: int | None) -> str | None:
     """Why the problem cannot be evaluated in the memory here (None: it fits), sized once per problem file."""
     key = (str(problem.module_path), problem.module_path.stat().st_mtime, device, budget)
     if key not in _SIZED:
-        _SIZED[key] = refusal(problem, device, budget)
+        _SIZED[key] = refusal(problem, device, budget, sized(problem))
     return _SIZED[key]  # type: ignore[return-value]
 
 
@@ -361,11 +361,8 @@ class Evaluation:
                     raise EvaluationError("rejected", str(exc)) from None
             if use_gold:
                 result = compare(runs[0], gold, base, self._tolerance(case.dtype))
-            else:  # as a large timed call's audit: the same-dtype reference at twice the tolerances
-                tol = self._tolerance(case.dtype)
-                result = compare(
-                    runs[0], base, base, Tolerance(2 * tol.rtol, 2 * tol.atol, 2 * tol.norm), precision=False
-                )
+            else:  # as a large timed call's audit
+                result = compare_same_dtype(runs[0], base, self._tolerance(case.dtype))
             errors = {
                 "max_abs_error": result.max_abs_error,
                 "rel_norm_error": result.rel_norm_error,

@@ -66,13 +66,11 @@ def _ratio(base_rounds: list[list[float]], cand_rounds: list[list[float]]) -> fl
     Pairing is what makes a competing process harmless: a stretch of contention longer than a pair
     slows both of its members, while the ratio of pooled medians can flip between the clean and the
     slowed mode of either side (an A/A run came out 1.57x `faster` with one core kept busy)."""
-    if len(base_rounds) == len(cand_rounds) and all(len(b) == len(c) for b, c in zip(base_rounds, cand_rounds)):
-        base = np.concatenate([np.asarray(r, dtype=float) for r in base_rounds])
-        cand = np.concatenate([np.asarray(r, dtype=float) for r in cand_rounds])
-        if len(base) and np.all(base > 0) and np.all(cand > 0):
-            return float(np.exp(np.median(np.log(base) - np.log(cand))))
-    base = np.concatenate([np.asarray(r) for r in base_rounds])
-    cand = np.concatenate([np.asarray(r) for r in cand_rounds])
+    base = np.concatenate([np.asarray(r, dtype=float) for r in base_rounds])
+    cand = np.concatenate([np.asarray(r, dtype=float) for r in cand_rounds])
+    paired = all(len(b) == len(c) for b, c in zip(base_rounds, cand_rounds)) and len(base_rounds) == len(cand_rounds)
+    if paired and len(base) and np.all(base > 0) and np.all(cand > 0):
+        return float(np.exp(np.median(np.log(base) - np.log(cand))))
     return float(np.median(base) / np.median(cand))
 
 

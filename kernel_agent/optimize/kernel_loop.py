@@ -28,6 +28,7 @@ from kernel_agent.optimize.prompt_profile import PromptProfiles
 from kernel_agent.optimize.recorder import Recorder
 from kernel_agent.optimize.references import reference_points
 from kernel_agent.optimize.search_state import TERMINAL, Candidate, KernelResult, KernelStatus, SearchState
+from kernel_agent.problem.footprint import TOO_LARGE
 from kernel_agent.problem.load import Problem
 from kernel_agent.propose.base import ProposalBatch, ProposalContext, Provider
 
@@ -100,7 +101,7 @@ class KernelLoop:
             return self._result(KernelStatus(self.stored.status), self.stored.reason)
         self.recorder.started()
         baseline = self._baseline()
-        if baseline.status == "rejected" and (baseline.reason or "").startswith("too large for"):
+        if baseline.status == "rejected" and (baseline.reason or "").startswith(TOO_LARGE):
             return self._finish(KernelStatus.TOO_LARGE, baseline.reason)
         if not baseline.passed:
             return self._finish(

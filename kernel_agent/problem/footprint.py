@@ -162,21 +162,26 @@ def device_bytes(device: str) -> int | None:
     return int(free)
 
 
-def refusal(problem: Problem, device: str, budget_bytes: int | None = None) -> str | None:
+TOO_LARGE = "too large for"  # how every refusal for size begins (optimize ends such a kernel `too_large`)
+
+
+def refusal(
+    problem: Problem, device: str, budget_bytes: int | None = None, footprint: Footprint | None = None
+) -> str | None:
     """A one-line reason when the problem cannot be evaluated within the memory here, else None."""
     try:
-        footprint = largest_footprint(problem)
+        footprint = footprint or largest_footprint(problem)
     except Exception as exc:  # noqa: BLE001 - a problem whose sizes cannot even be built on meta
         return f"cannot size the problem's working set: {type(exc).__name__}: {str(exc)[:200]}"
     budget = budget_bytes if budget_bytes is not None else available_bytes()
     if footprint.needed_without_gold > budget:
         where = "the --memory-budget" if budget_bytes is not None else "this host's available memory"
         return (
-            f"too large for this machine: {footprint.describe()}; an evaluation needs "
+            f"{TOO_LARGE} this machine: {footprint.describe()}; an evaluation needs "
             f"about {_gb(footprint.needed_without_gold)} of host memory and {where} "
             f"is {_gb(budget)} (raise it with --memory-budget GB, or shrink the problem's sizes)"
         )
     on_device = device_bytes(device)
     if on_device is not None and 2 * (footprint.inputs + footprint.outputs) + footprint.parameters > on_device:
-        return f"too large for the GPU: {footprint.describe()} and {_gb(on_device)} free on the device"
+        return f"{TOO_LARGE} the GPU: {footprint.describe()} and {_gb(on_device)} free on the device"
     return None
