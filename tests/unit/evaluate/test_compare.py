@@ -138,3 +138,21 @@ def test_exhaustive_false_stops_at_the_first_chunk_that_fails() -> None:
 def test_an_empty_output_of_the_right_shape_passes() -> None:
     empty = torch.empty(0, 3)
     assert compare(empty, (empty.double(),), (empty,), FP32).passed
+
+
+def test_a_one_value_output_has_no_mean_canary_it_would_be_the_answer_itself() -> None:
+    scalar = (torch.tensor(0.37),)
+    names = [name for name, _ in canary_outputs(scalar, scalar, [torch.randn(4, 4)])]
+    assert "mean" not in names and "zeros" in names
+    rows = (torch.randn(3, 5),)
+    assert "mean" in [name for name, _ in canary_outputs(rows, rows, [torch.randn(3, 5)])]
+
+
+def test_the_same_dtype_comparison_doubles_the_tolerances_and_skips_the_precision_rule() -> None:
+    from kernel_agent.evaluate.compare import compare_same_dtype
+
+    base = (torch.ones(64),)
+    tol = Tolerance(1e-4, 1e-4, 1e-4)
+    assert compare_same_dtype((torch.ones(64) + 1.5e-4,), base, tol).passed  # within 2x, beyond 1x
+    assert not compare((torch.ones(64) + 1.5e-4,), base, base, tol).passed
+    assert not compare_same_dtype((torch.ones(64) + 3e-4,), base, tol).passed
