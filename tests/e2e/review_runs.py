@@ -37,12 +37,7 @@ def build_run(
             proc = run_cli(
                 "optimize",
                 str(problem),
-                "--provider",
-                "openai",
-                "--base-url",
-                server.base_url,
-                "--model",
-                "scripted",
+                *server.provider_args(),
                 "--rounds",
                 "1",
                 "--samples",

@@ -58,6 +58,10 @@ class ScriptedServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    def provider_args(self) -> list[str]:
+        """The `optimize` options that point its OpenAI-compatible provider at this server."""
+        return ["--provider", "openai", "--base-url", self.base_url, "--model", "scripted"]
+
     @property
     def requests(self) -> list[dict[str, Any]]:
         """Every request body received so far (a copy)."""

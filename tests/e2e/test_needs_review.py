@@ -45,12 +45,7 @@ def optimize(db: Path, sandbox: Path, replies: list[str], sanity: float, *extra:
         proc = run_cli(
             "optimize",
             str(SOFTMAX),
-            "--provider",
-            "openai",
-            "--base-url",
-            server.base_url,
-            "--model",
-            "scripted",
+            *server.provider_args(),
             "--rounds",
             "1",
             "--samples",

@@ -57,12 +57,7 @@ def llm_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     with ScriptedServer([round_one, {"status": 429}, round_two]) as server:
         result, proc = optimize(
             tmp_path,
-            "--provider",
-            "openai",
-            "--base-url",
-            server.base_url,
-            "--model",
-            "scripted",
+            *server.provider_args(),
             "--rounds",
             "2",
             "--samples",
