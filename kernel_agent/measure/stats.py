@@ -59,18 +59,8 @@ def valid_samples(samples: list[float]) -> bool:
 
 
 def _ratio(base_rounds: list[list[float]], cand_rounds: list[list[float]]) -> float:
-    """Baseline over candidate for one shape: the median of the paired ratios when the two sides'
-    samples pair up (the A/B timing takes their requests in turns, so sample k of one side ran next
-    to sample k of the other), else the ratio of the medians.
-
-    Pairing is what makes a competing process harmless: a stretch of contention longer than a pair
-    slows both of its members, while the ratio of pooled medians can flip between the clean and the
-    slowed mode of either side (an A/A run came out 1.57x `faster` with one core kept busy)."""
-    base = np.concatenate([np.asarray(r, dtype=float) for r in base_rounds])
-    cand = np.concatenate([np.asarray(r, dtype=float) for r in cand_rounds])
-    paired = all(len(b) == len(c) for b, c in zip(base_rounds, cand_rounds)) and len(base_rounds) == len(cand_rounds)
-    if paired and len(base) and np.all(base > 0) and np.all(cand > 0):
-        return float(np.exp(np.median(np.log(base) - np.log(cand))))
+    base = np.concatenate([np.asarray(r) for r in base_rounds])
+    cand = np.concatenate([np.asarray(r) for r in cand_rounds])
     return float(np.median(base) / np.median(cand))
 
 
@@ -81,8 +71,8 @@ def speedup_interval(
     seed: int = 0,
     process_effect: float = PROCESS_EFFECT,
 ) -> SpeedupEstimate:
-    """Speedup = geomean over shapes of the per-shape ratio (`_ratio`: paired when the samples pair),
-    with a 95% round bootstrap widened by the between-process systematic term."""
+    """Speedup = geomean over shapes of median(baseline) / median(candidate), with a 95% round
+    bootstrap widened by the between-process systematic term."""
     rounds = len(base_rounds_by_shape[0])
     point_per_shape = [_ratio(b, c) for b, c in zip(base_rounds_by_shape, cand_rounds_by_shape)]
     point = float(np.exp(np.mean(np.log(point_per_shape))))
@@ -104,8 +94,6 @@ def speedup_interval(
             "speedup": ratio,
             "baseline_median_ms": float(np.median(np.concatenate(b))),
             "candidate_median_ms": float(np.median(np.concatenate(c))),
-            # the candidate's time as the speedup states it: the baseline's median over the (paired) ratio
-            "candidate_paired_ms": float(np.median(np.concatenate(b))) / ratio,
         }
         for ratio, b, c in zip(point_per_shape, base_rounds_by_shape, cand_rounds_by_shape)
     ]
@@ -116,18 +104,12 @@ def speedup_interval(
 
 def typical_ms(timing: dict | None, role: str) -> float | None:
     """One time per side that agrees with the speedup: the geometric mean over benchmark shapes of
-    the per-shape medians, the candidate's as the paired speedup states it (their ratio between the
-    two sides of one A/B run is exactly the speedup).
+    the per-shape medians (their ratio between the two sides of one A/B run is exactly the speedup).
     A pooled median over shapes of different sizes would not be. A timing without per-shape
     entries (a hand-made or very old record) falls back to its overall median."""
     timing = timing or {}
     per_shape = timing.get("per_shape") or []
-    key = (
-        "candidate_paired_ms"
-        if role == "candidate" and all(isinstance(e, dict) and "candidate_paired_ms" in e for e in per_shape)
-        else f"{role}_median_ms"
-    )
-    values = [entry.get(key) for entry in per_shape if isinstance(entry, dict)]
+    values = [entry.get(f"{role}_median_ms") for entry in per_shape if isinstance(entry, dict)]
     if not per_shape:
         overall = (timing.get(role) or {}).get("median_ms")
         values = [overall] if overall is not None else []
