@@ -15,10 +15,14 @@ import numpy as np
 DEFAULT_MIN_GAIN = 0.02
 SANITY_SPEEDUP = 10.0
 # Two sandboxed processes running the *same* kernel, with the allocator and address layout
-# pinned and on the same cores, still differ by up to about 3% for their whole life (A/A runs
-# of benchmarks/eval_overhead.py). Resampling rounds cannot see a per-process effect, so it is
-# added to the bootstrap interval as a systematic term (in quadrature, in log space).
-PROCESS_EFFECT = 0.03
+# pinned and on the same cores, still differ in speed for their whole life. Resampling rounds
+# cannot see a per-process effect, so it is added to the bootstrap interval as a systematic term
+# (in quadrature, in log space). 3% held for the A/A runs of benchmarks/eval_overhead.py
+# (cpp_softmax), but honest copies of the baseline measured 0.925x-1.075x in the adversarial suite
+# and 0.895x-1.18x on the row softmax at 512x4096 (2026-12-01), and 3% let some of them through
+# as `faster`. 8% covers the bulk of what was seen; a true gain under about 10% is then reported
+# `correct` rather than `faster` (open: THREATS 4.6).
+PROCESS_EFFECT = 0.08
 
 
 @dataclass

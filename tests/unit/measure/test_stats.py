@@ -18,7 +18,9 @@ def rounds(ms: float, n_rounds: int = 12, per_round: int = 8, noise: float = 0.0
 def test_an_a_a_run_gives_an_interval_around_one() -> None:
     estimate = speedup_interval([rounds(2.0, seed=1)], [rounds(2.0, seed=2)], resamples=500)
     assert estimate.ci_low < 1.0 < estimate.ci_high
-    assert abs(estimate.speedup - 1.0) < 0.02 and estimate.ci_high - estimate.ci_low < 0.1
+    low, high = estimate.statistical_ci
+    assert abs(estimate.speedup - 1.0) < 0.02 and high - low < 0.1  # the bootstrap alone is tight
+    assert estimate.ci_high - estimate.ci_low < 2 * PROCESS_EFFECT + 0.05  # widened by the systematic term only
     assert estimate.rounds == 12 and estimate.baseline.samples == 96
 
 
@@ -33,7 +35,7 @@ def test_the_process_effect_widens_the_bootstrap_and_never_narrows_it() -> None:
     estimate = speedup_interval([rounds(2.0, seed=5)], [rounds(1.0, seed=6)], resamples=500)
     low, high = estimate.statistical_ci
     assert estimate.ci_low < low < estimate.speedup < high < estimate.ci_high
-    assert estimate.ci_high / estimate.speedup > 1 + PROCESS_EFFECT  # at least the 3% term, above and below
+    assert estimate.ci_high / estimate.speedup > 1 + PROCESS_EFFECT  # at least the systematic term, above and below
     assert estimate.speedup / estimate.ci_low > 1 + PROCESS_EFFECT
 
 
