@@ -85,9 +85,9 @@ def render(verdict, speedup_vs: dict | None = None) -> None:
         low, high = verdict.speedup_ci
         timing = verdict.timing
         stdout.print(
-            f"speedup {verdict.speedup:.3f}x  95% CI [{low:.3f}, {high:.3f}]  "
+            f"speedup {verdict.speedup:.3f}x  {timing.get('ci_level', '95%')} CI [{low:.3f}, {high:.3f}]  "
             f"baseline {timing['baseline']['median_ms']:.4f} ms  "
-            f"candidate {timing['candidate']['median_ms']:.4f} ms (medians)",
+            f"candidate {timing['candidate']['median_ms']:.4f} ms (medians, {timing.get('rounds')} rounds)",
             highlight=False,
         )
         for kind in ("eager", "compile"):
@@ -95,7 +95,7 @@ def render(verdict, speedup_vs: dict | None = None) -> None:
             if entry.get("value") is not None:
                 low, high = entry["ci"]
                 words = f"{entry['value']:.3f}x {kind}" + (", slower than torch" if slower(entry) else "")
-                stdout.print(f"vs torch {kind}: {words}  95% CI [{low:.3f}, {high:.3f}]", highlight=False)
+                stdout.print(f"vs torch {kind}: {words}  CI [{low:.3f}, {high:.3f}]", highlight=False)
             elif entry:
                 stdout.print(f"vs torch {kind}: - ({entry['reason']})", highlight=False)
     passed = sum(1 for c in verdict.checks if c.get("passed"))

@@ -100,7 +100,13 @@ class EvalConfig:
         help="A speedup above this is flagged for human review (kernel-agent review) instead of accepted.",
     )
     timing_rounds: int = option(
-        10, minimum=1, help="Timing rounds per A/B measurement (alternating baseline and candidate blocks)."
+        10, minimum=1, help="Most timing rounds per A/B measurement (alternating baseline and candidate blocks)."
+    )
+    sequential: bool = option(
+        True,
+        flag="--sequential/--fixed-rounds",
+        help="Stop the A/B timing once a stricter look settles the verdict (after 4 rounds at the least); "
+        "--fixed-rounds times every round.",
     )
     isolation: IsolationLevel = option(
         IsolationLevel.AUTO, help="Sandbox isolation: auto (the strongest available), bwrap, unshare or process."

@@ -40,7 +40,8 @@ import torch
 from kernel_agent.core.verdict import StatusError
 from kernel_agent.evaluate.compare import Tolerance, compare, compare_same_dtype
 from kernel_agent.evaluate.sandbox.session import Timed, WorkerFailure, WorkerSession
-from kernel_agent.measure.stats import PROCESS_EFFECT, calls_per_block, speedup_interval
+from kernel_agent.measure.sequential import MIN_ROUNDS, Look, look
+from kernel_agent.measure.stats import PROCESS_EFFECT, calls_per_block, point_speedup, speedup_interval
 from kernel_agent.problem.oracle import CaseMaker, fresh_seed
 
 CLAIM_SLACK_MS = 0.05  # a worker may not claim more time than this process's clock saw (clock granularity only)
@@ -84,6 +85,9 @@ class TimingJob:
     timeout: float
     tolerance: Callable[[str], Tolerance]
     output_bytes: dict[Config, int]
+    min_gain: float = 0.02
+    sequential: bool = False  # stop once a look settles the decision (measure/sequential.py); `rounds` is the most
+    min_rounds: int = MIN_ROUNDS
 
 
 @dataclass
@@ -248,10 +252,23 @@ def _measure(job: TimingJob) -> tuple[dict[str, Any], list[str]]:
             _check_audits(job, fetched, job.configs[c][1], audited, plan.set_bytes > LARGE_SET_BYTES)
             audited += len(fetched)
         del round_sets
+        stop = _early_look(job, samples, round_index + 1)
+        if stop is not None:
+            break
     inputs = [
         "drawn per round, the same for both sides" if plan.shared else "drawn per call, for each side" for plan in plans
     ]
-    return _summarize(job, samples, shapes, audited, inputs)
+    return _summarize(job, samples, shapes, audited, inputs, stop)
+
+
+def _early_look(job: TimingJob, samples: dict[str, Samples], done: int) -> Look | None:
+    """The look after round `done` when it settles the decision early; None to go on (or at the last round,
+    which is decided by the full 95% interval as with fixed rounds)."""
+    if not job.sequential or done < job.min_rounds or done >= job.rounds:
+        return None
+    per_side, _ = _records(job, samples)
+    early = look(point_speedup(per_side["baseline"], per_side["candidate"]), *per_side.values(), job.min_gain)
+    return early if early.settled else None
 
 
 def _check_audits(job: TimingJob, fetched: list[tuple[list, list]], dtype: str, before: int, large: bool) -> None:
@@ -355,34 +372,51 @@ def _work_rules(job: TimingJob, samples: dict[str, Samples]) -> None:
         )
 
 
-def _summarize(
-    job: TimingJob, samples: dict[str, Samples], shapes: list[Shape], audited: int, inputs: list[str]
-) -> tuple[dict[str, Any], list[str]]:
-    _work_rules(job, samples)
-    flags: list[str] = []
+def _records(job: TimingJob, samples: dict[str, Samples]) -> tuple[dict[str, list[list[list[float]]]], list[float]]:
+    """Each side's times of record (config -> round -> calls) and the baseline overhead bound of each config."""
     per_side: dict[str, list[list[list[float]]]] = {"baseline": [], "candidate": []}
     bounds = []
     for c in range(len(job.configs)):
-        reason = timer_mismatch(samples["candidate"].flat(c), samples["baseline"].flat(c), job.device)
-        if reason:
-            raise TimingFailure("rejected", reason)
         bound = overhead_bound(samples["baseline"], c, job.device)
         bounds.append(bound)
         for role in per_side:
             per_side[role].append(
                 [[r for t in block for r in records_ms(t, bound, job.device)] for block in samples[role].calls[c]]
             )
+    return per_side, bounds
+
+
+def _summarize(
+    job: TimingJob,
+    samples: dict[str, Samples],
+    shapes: list[Shape],
+    audited: int,
+    inputs: list[str],
+    stop: Look | None,
+) -> tuple[dict[str, Any], list[str]]:
+    _work_rules(job, samples)
+    flags: list[str] = []
+    for c in range(len(job.configs)):
+        reason = timer_mismatch(samples["candidate"].flat(c), samples["baseline"].flat(c), job.device)
+        if reason:
+            raise TimingFailure("rejected", reason)
+    per_side, bounds = _records(job, samples)
     if job.device == "cuda":
         flags += _cross_check(samples, len(job.configs))
     estimate = speedup_interval(per_side["baseline"], per_side["candidate"])
+    # An early stop is decided, and reported, by the stricter interval of its look.
+    ci = list(stop.ci) if stop is not None else [estimate.ci_low, estimate.ci_high]
     result = {
         "speedup": estimate.speedup,
-        "speedup_ci": [estimate.ci_low, estimate.ci_high],
-        "statistical_ci": estimate.statistical_ci,
+        "speedup_ci": ci,
+        "ci_level": f"{stop.to_json()['level']:.1%} sequential" if stop is not None else "95%",
+        "statistical_ci": list(stop.statistical_ci) if stop is not None else estimate.statistical_ci,
         "process_effect": PROCESS_EFFECT,
         "baseline": vars(estimate.baseline),
         "candidate": vars(estimate.candidate),
         "rounds": estimate.rounds,
+        "max_rounds": job.rounds,
+        "stopping": _stopping(job, stop),
         "calls_per_block": [shape.per_block for shape in shapes],
         "calls_per_request": [shape.calls for shape in shapes],
         "per_shape": [
@@ -398,6 +432,14 @@ def _summarize(
         "accounting": {"baseline": job.baseline.accounting.to_json(), "candidate": job.candidate.accounting.to_json()},
     }
     return result, flags
+
+
+def _stopping(job: TimingJob, stop: Look | None) -> dict[str, Any]:
+    if not job.sequential or job.rounds <= job.min_rounds:
+        return {"rule": "fixed rounds"}
+    if stop is None:
+        return {"rule": "sequential", "settled_early": False, "min_rounds": job.min_rounds}
+    return {"rule": "sequential", "settled_early": True, "min_rounds": job.min_rounds, "look": stop.to_json()}
 
 
 def _cross_check(samples: dict[str, Samples], configs: int) -> list[str]:

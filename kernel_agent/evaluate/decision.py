@@ -54,7 +54,7 @@ def decide(
     if low > 1 + min_gain:
         return Decision(Status.FASTER, "", ())
     reason = (
-        f"correct but not faster: speedup {speedup:.3f}x, 95% interval "
+        f"correct but not faster: speedup {speedup:.3f}x, {estimate.get('ci_level', '95%')} interval "
         f"[{low:.3f}, {high:.3f}] does not clear {1 + min_gain:.2f}"
     )
     return Decision(Status.CORRECT, reason, ())

@@ -429,6 +429,8 @@ class Evaluation:
                 timeout=options.timeout,
                 tolerance=self._tolerance,
                 output_bytes=self.output_bytes,
+                min_gain=options.min_gain,
+                sequential=options.sequential,
             )
             estimate, raised = measure_speedup(job)
         verdict.timing = estimate

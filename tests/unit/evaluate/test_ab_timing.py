@@ -16,6 +16,8 @@ from kernel_agent.evaluate.ab_timing import (
     MAX_CALLS_PER_REQUEST,
     Samples,
     Shape,
+    TimingJob,
+    _early_look,
     _single_threaded,
     overhead_bound,
     records_ms,
@@ -163,3 +165,30 @@ def test_overlapping_timings_restore_the_thread_count() -> None:
     second_may_leave.set()
     two.join(10)
     assert threads_of_a_new_thread() == before
+
+
+def job_of(sequential: bool, rounds: int = ROUNDS) -> TimingJob:
+    """Only what the early look reads: the configs, the device, the rule and the bar."""
+    fields = dict(candidate=None, baseline=None, maker=None, tolerance=None, output_bytes={}, target_block_ms=100.0)
+    return TimingJob(
+        configs=[((64,), "float32")], device="cpu", threads=1, rounds=rounds, audit_fraction=0.2, timeout=60.0,
+        min_gain=0.02, sequential=sequential, **fields,
+    )  # fmt: skip
+
+
+def test_the_timing_stops_at_the_first_look_that_settles_and_only_then() -> None:
+    """Rounds of a 2x candidate: settled at round 4 (the minimum) under the sequential rule, never with
+    fixed rounds, never before the minimum, never at the last round (the full 95% interval decides there)."""
+    base, cand = side(2.0, 2.0, 0.3, 11), side(1.0, 1.0, 0.3, 12)
+
+    def upto(n: int) -> dict[str, Samples]:
+        return {"baseline": Samples([base[:n]]), "candidate": Samples([cand[:n]])}
+
+    assert _early_look(job_of(True), upto(3), 3) is None
+    stop = _early_look(job_of(True), upto(4), 4)
+    assert stop is not None and stop.settled.value == "faster" and stop.ci[0] > 1.02 and stop.rounds == 4
+    assert _early_look(job_of(False), upto(4), 4) is None
+    assert _early_look(job_of(True, rounds=4), upto(4), 4) is None
+    same = side(2.0, 2.0, 0.3, 13)
+    close = {"baseline": Samples([base[:4]]), "candidate": Samples([same[:4]])}
+    assert _early_look(job_of(True), close, 4) is None  # an A/A pair is not plain after four rounds
