@@ -100,6 +100,54 @@ def run_chart(kernels: list[KernelRecord]) -> str:
     return _svg(figure)
 
 
+REFERENCE_COLORS = {"baseline": "#1a7f37", "eager": "#8250df", "compile": "#bc4c00"}
+
+
+def references_chart(rows: list[tuple[str, dict]]) -> str | None:
+    """Each kernel's best (or its baseline, when nothing beat it) against the baseline, torch eager and
+    torch.compile, with intervals; log scale, so 0.05x and 20x sit at the same distance from 1.0. `rows` are
+    (kernel, speedup_vs); None when no kernel has a value to show."""
+    if not any((entry or {}).get("value") for _, vs in rows for entry in vs.values()):
+        return None
+    figure = Figure(figsize=(6.4, 0.8 + 0.75 * len(rows)), dpi=100)
+    axes = figure.add_subplot()
+    height = 0.26
+    values = []
+    for y, (_, vs) in enumerate(rows):
+        for offset, kind in zip((-height, 0.0, height), REFERENCE_COLORS):
+            entry = vs.get(kind) or {}
+            value = entry.get("value")
+            if not value:
+                axes.text(1.0, y + offset, f"  no {kind} point", va="center", fontsize=7, color="#6e7781")
+                continue
+            low, high = entry.get("ci") or (value, value)
+            values += [low, high]
+            axes.barh(  # from 1.0 to the value: left of 1.0 is slower than that reference
+                y + offset,
+                value - 1.0,
+                left=1.0,
+                height=height,
+                xerr=[[max(0.0, value - low)], [max(0.0, high - value)]],
+                color=REFERENCE_COLORS[kind],
+                capsize=2,
+                label=kind if y == 0 else None,
+            )
+            axes.text(high, y + offset, f"  {value:.2f}x {kind}", va="center", fontsize=7)
+    axes.set_xscale("log")
+    axes.axvline(1.0, color="#57606a", linestyle="--", linewidth=1)
+    names = [
+        f"{name}\n(baseline: nothing beat it)" if (vs.get("baseline") or {}).get("shipped") else name
+        for name, vs in rows
+    ]
+    axes.set_yticks(range(len(rows)), labels=names)
+    axes.invert_yaxis()
+    axes.set_xlim(min(values + [1.0]) / 1.6, max(values + [1.0]) * 3.0)
+    axes.set_xlabel("best candidate's speedup against each (x, log scale; left of 1.0: slower)")
+    axes.legend(fontsize=8, loc="lower right")
+    axes.grid(axis="x", alpha=0.3)
+    return _svg(figure)
+
+
 @dataclass
 class RooflinePoint:
     kernel: str

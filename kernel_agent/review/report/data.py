@@ -8,7 +8,14 @@ from typing import Any
 from kernel_agent.db.reads import run_detail
 from kernel_agent.db.review_reads import CandidateRecord, KernelRecord, kernel_review, lineage, run_kernels
 from kernel_agent.db.session import Database
-from kernel_agent.review.report.charts import kernel_chart, roofline_chart, roofline_data, run_chart
+from kernel_agent.measure.relative import Relative, speedup_vs_json
+from kernel_agent.review.report.charts import (
+    kernel_chart,
+    references_chart,
+    roofline_chart,
+    roofline_data,
+    run_chart,
+)
 from kernel_agent.review.report.diffs import side_by_side
 
 PASSING = ("faster", "correct", "flagged")
@@ -52,6 +59,8 @@ class ReportData:
     provenance: list[dict[str, Any]]
     reviews: list[CandidateRecord] = field(default_factory=list)
     rooflines: list[tuple[str, str]] = field(default_factory=list)  # (device, inline SVG)
+    references_svg: str | None = None  # best vs baseline, eager and compile per kernel
+    versus: dict[str, dict[str, Any]] = field(default_factory=dict)  # kernel -> speedup_vs (db.reads.run_detail)
 
 
 def _diffs(chain: list[CandidateRecord]) -> list[DiffView]:
@@ -115,6 +124,17 @@ def _provenance(kernels: list[KernelRecord]) -> list[dict[str, Any]]:
     return [{**v, "kernels": ", ".join(sorted(v["kernels"]))} for v in seen.values()]
 
 
+def what_ships(kernel: dict[str, Any]) -> dict[str, Any]:
+    """`speedup_vs` of what this kernel would ship: its best candidate, or the baseline itself (exactly 1.0x,
+    marked `shipped: baseline`) when nothing beat it, so a kernel with no gain still shows how it stands
+    against torch."""
+    versus = kernel.get("speedup_vs") or {}
+    if (versus.get("baseline") or {}).get("value") is not None:
+        return versus
+    itself = speedup_vs_json(Relative(1.0, (1.0, 1.0)), kernel.get("references") or {})
+    return {kind: {**entry, "shipped": "baseline"} for kind, entry in itself.items()}
+
+
 def gather(db: Database, run_id: int) -> ReportData:
     detail = run_detail(db, run_id)
     if detail is None:
@@ -126,6 +146,7 @@ def gather(db: Database, run_id: int) -> ReportData:
             if c.status not in PASSING:
                 failures.setdefault(c.status, []).append(Failure(c.id, k.name, c.round, c.origin, c.reason))
     reviews = [c for k in kernels for c in k.candidates if c.decision is not None]
+    versus = [what_ships(k) for k in detail["kernels"]]
     return ReportData(
         run=detail,
         run_chart_svg=run_chart(kernels),
@@ -134,4 +155,6 @@ def gather(db: Database, run_id: int) -> ReportData:
         provenance=_provenance(kernels),
         reviews=reviews,
         rooflines=[(line.device, roofline_chart(line)) for line in roofline_data(kernels)],
+        references_svg=references_chart([(k["name"], v) for k, v in zip(detail["kernels"], versus)]),
+        versus={k["name"]: v for k, v in zip(detail["kernels"], versus)},
     )
