@@ -117,8 +117,6 @@ class Evaluation:
         self.started = time.monotonic()
         self.durations: dict[str, float] = {}
         self.accounts: dict[str, dict] = {}  # CPU per phase of each side's sandbox, measured from outside
-        self.baseline: WorkerSession | None = None  # spawned once the candidate has loaded (see _spawn_baseline)
-        self.baseline_failure: StatusError | None = None
         self.workdir = (options.sandbox_root / f"{problem.name}-{uuid.uuid4().hex[:12]}").resolve()
         self.verdict = Verdict(
             status="rejected",
@@ -170,8 +168,6 @@ class Evaluation:
                     candidate.load()
                 finally:
                     verdict.candidate_output = candidate.log_tail()
-                if not prepared.interpreted:
-                    self._spawn_baseline(maker)
                 self._phase("sandbox_start", started)
                 started = time.perf_counter()
                 try:
@@ -200,8 +196,6 @@ class Evaluation:
                     self._phase("profile", started)
         finally:
             candidate.close()
-            if self.baseline is not None:
-                self.baseline.close()  # not timed after all (the candidate failed): never left running
             self.segment.close()
             self.accounts["candidate"] = candidate.accounting.to_json()
             verdict.accounting = dict(self.accounts)
@@ -387,79 +381,58 @@ class Evaluation:
                     "bits (nondeterministic or reads uninitialised memory)",
                 )
 
-    def _spawn_baseline(self, maker: CaseMaker) -> None:
-        """Start the trusted baseline's process now, so it imports torch while the candidate is verified
-        (about a worker's start-up, 2-5 s here, off every timed verdict). A baseline that cannot be built
-        or started is reported when the timing needs it, as before: an incorrect candidate stays `incorrect`."""
-        problem, options = self.problem, self.options
-        try:
-            baseline_path = self.workdir / "base.py"
-            write_trusted(baseline_path, problem.baseline_source.encode())
-            baseline_spec = self._spec(
-                "baseline",
-                baseline_path,
-                "Model" if problem.kind == "kernelbench" else "kernel",
-                self._baseline_prepared(),
-                maker,
-            )
-            deadline = time.monotonic() + options.timeout
-            self.baseline = WorkerSession(
-                baseline_spec, self.workdir, self.isolation, options.limits, deadline, self.segment
-            )
-            self.baseline.spawn()
-        except (EvaluationError, WorkerFailure) as exc:
-            self.baseline_failure = exc
-
     def _time(self, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]) -> None:
-        if self.baseline_failure is not None:
-            failure, self.baseline_failure = self.baseline_failure, None
-            if isinstance(failure, WorkerFailure):
-                raise EvaluationError("runtime_error", f"the baseline itself failed: {failure.reason}") from None
-            raise failure
-        baseline = self.baseline
-        assert baseline is not None
+        problem, options = self.problem, self.options
+        baseline_path = self.workdir / "base.py"
+        write_trusted(baseline_path, problem.baseline_source.encode())
+        baseline_spec = self._spec(
+            "baseline",
+            baseline_path,
+            "Model" if problem.kind == "kernelbench" else "kernel",
+            self._baseline_prepared(),
+            maker,
+        )
+        deadline = time.monotonic() + options.timeout
+        baseline = WorkerSession(baseline_spec, self.workdir, self.isolation, options.limits, deadline, self.segment)
         try:
-            baseline.deadline = time.monotonic() + self.options.timeout  # its own limit runs from here
             self._time_against(baseline, candidate, maker, plan)
         finally:
-            baseline.close()
-            self.baseline = None
             self.accounts["baseline"] = baseline.accounting.to_json()  # after close: its peak memory is read there
 
     def _time_against(
         self, baseline: WorkerSession, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]
     ) -> None:
         problem, options, verdict = self.problem, self.options, self.verdict
-        try:
-            baseline.await_ready()
-            baseline.load()
-            self._replay_checks(baseline, maker, plan)
-        except WorkerFailure as exc:
-            raise EvaluationError("runtime_error", f"the baseline itself failed: {exc.reason}") from None
-        configs = [(tuple(shape), dtype) for dtype in problem.dtypes for shape in problem.shapes]
-        missing = [c for c in configs if c not in self.output_bytes]
-        if missing:
-            raise EvaluationError(
-                "rejected",
-                f"no checked case for shape {list(missing[0][0])} {missing[0][1]}: cannot audit its timed outputs",
+        with baseline:
+            try:
+                baseline.load()
+                self._replay_checks(baseline, maker, plan)
+            except WorkerFailure as exc:
+                raise EvaluationError("runtime_error", f"the baseline itself failed: {exc.reason}") from None
+            configs = [(tuple(shape), dtype) for dtype in problem.dtypes for shape in problem.shapes]
+            missing = [c for c in configs if c not in self.output_bytes]
+            if missing:
+                raise EvaluationError(
+                    "rejected",
+                    f"no checked case for shape {list(missing[0][0])} {missing[0][1]}: cannot audit its timed outputs",
+                )
+            job = TimingJob(
+                configs=configs,
+                maker=maker,
+                candidate=candidate,
+                baseline=baseline,
+                device=self.device,
+                threads=options.threads,
+                rounds=options.timing_rounds,
+                target_block_ms=options.target_block_ms,
+                audit_fraction=options.audit_fraction,
+                timeout=options.timeout,
+                tolerance=self._tolerance,
+                output_bytes=self.output_bytes,
+                min_gain=options.min_gain,
+                sequential=options.sequential,
             )
-        job = TimingJob(
-            configs=configs,
-            maker=maker,
-            candidate=candidate,
-            baseline=baseline,
-            device=self.device,
-            threads=options.threads,
-            rounds=options.timing_rounds,
-            target_block_ms=options.target_block_ms,
-            audit_fraction=options.audit_fraction,
-            timeout=options.timeout,
-            tolerance=self._tolerance,
-            output_bytes=self.output_bytes,
-            min_gain=options.min_gain,
-            sequential=options.sequential,
-        )
-        estimate, raised = measure_speedup(job)
+            estimate, raised = measure_speedup(job)
         verdict.timing = estimate
         verdict.speedup, verdict.speedup_ci = estimate["speedup"], list(estimate["speedup_ci"])
         decision = decide(estimate, raised, options.min_gain, options.sanity_speedup, self._roofline(estimate))

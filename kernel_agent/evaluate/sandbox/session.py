@@ -186,19 +186,10 @@ class WorkerSession:
         self._cpu_at_thaw = 0
         self.disk_reason: str | None = None  # set by the disk watchdog when the sandbox wrote past its quota
         self._watchdog: threading.Thread | None = None
-        self._spawned_ns = 0
 
     # ---- lifecycle ---------------------------------------------------------
     def start(self) -> None:
         """Start the worker and wait until it is ready, frozen, before any candidate code runs."""
-        self.spawn()
-        self.await_ready()
-
-    def spawn(self) -> None:
-        """Start the worker process; it imports torch and nothing else, then waits for `await_ready`.
-
-        Split from `await_ready` so that the trusted baseline's process can import torch while the
-        candidate is being verified (both are this evaluation's, and neither has run a kernel yet)."""
         spec, tag = self.spec, self.tag
         log = self.workdir / f"{tag}.log"
         config = {
@@ -295,11 +286,7 @@ class WorkerSession:
             "cpuset " + self.cpuset.read("cpuset.cpus") if self.cpuset is not None else ("affinity" if cpus else "any")
         )
         self.accounting = Accounting(method=self.control.accounting(), cores=pinned)
-        self._spawned_ns = time.perf_counter_ns()
-
-    def await_ready(self) -> None:
-        """Wait for the spawned worker's "ready" and freeze it before anything is asked of it."""
-        began = self._spawned_ns
+        began = time.perf_counter_ns()
         self._receive()  # "ready": the worker imported torch and nothing else
         worker_pid = self.control.adopt_worker()
         try:
