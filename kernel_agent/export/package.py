@@ -8,7 +8,6 @@ and a package must not ship a kernel that no longer matches its reference.
 from __future__ import annotations
 
 import ast
-import enum
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from kernel_agent.db import review_reads as rq
 from kernel_agent.db.session import Database
 from kernel_agent.evaluate.pipeline import EvalOptions
 from kernel_agent.export import files as files
+from kernel_agent.export.formats import Format
 from kernel_agent.export.tuned import TunedTable
 from kernel_agent.measure.relative import REFERENCES, Relative, over_baseline, speedups_vs
 from kernel_agent.review.decisions import may_ship
@@ -313,13 +313,6 @@ def one_per_kernel(chosen: list[files.ExportedKernel], notify: Notify) -> list[f
                 )
             by_name[k.name] = k
     return list(by_name.values())
-
-
-class Format(str, enum.Enum):
-    """What `export` writes: the pip package of section 10, or a Hugging Face `kernels` project (section 15)."""
-
-    PIP = "pip"
-    HF_KERNELS = "hf-kernels"
 
 
 def write_package(
