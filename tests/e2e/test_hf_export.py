@@ -84,7 +84,10 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict:
         check=True,
     ).stdout.strip()
     Path(purelib, "parent_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # torch, pytest
-    pip = subprocess.run([str(python), "-m", "pip", "install", "-q", "kernels==0.17.2"], capture_output=True, text=True)
+    # tabulate: the one dependency of `kernels benchmark` this environment lacks (numpy, matplotlib come through)
+    pip = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "kernels==0.17.2", "tabulate"], capture_output=True, text=True
+    )
     assert pip.returncode == 0, pip.stderr[-3000:]
     return {"out": out, "python": python, "proc": proc, "tmp": tmp}
 
@@ -202,3 +205,32 @@ def test_exported_tests_pass_through_get_local_kernel(exported: dict) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and "failed" not in proc.stdout
     assert ROOT.name  # the project itself is never on the venv's path: it loads from the folder alone
+
+
+def test_kernels_benchmark_runs_and_verifies_every_workload(exported: dict, tmp_path: Path) -> None:
+    import os
+
+    kernels_cli = exported["python"].parent / "kernels"
+    report = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [
+            str(kernels_cli),
+            "benchmark",
+            str(exported["out"]),
+            "--iterations",
+            "3",
+            "--warmup",
+            "1",
+            "--output",
+            str(report),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=exported["tmp"],
+        timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TRITON_INTERPRET": "1"},
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    results = json.loads(report.read_text())["results"]
+    assert {r["workload"].split(".")[-1] for r in results} == {"softmax64", "cpp_softmax", "triton_gelu"}
+    assert all(r["verified"] is True for r in results), results

@@ -7,6 +7,7 @@ loads the same layout through the real `kernels`.
 
 from __future__ import annotations
 
+import ast
 import csv
 import importlib.util
 import io
@@ -41,6 +42,9 @@ def reference(x):
 """
 TWO_INPUTS = REFERENCE.replace(
     "def reference(x):\n    return torch.softmax(x, dim=-1)", "def reference(a, b):\n    return a * b + a"
+).replace(
+    "return [torch.randn(",
+    "return [torch.randn(*shape, generator=generator).to(dtype=dtype, device=device), torch.randn(",
 )
 CALLS = "CALLS = []\n\n"
 
@@ -132,6 +136,25 @@ def test_layout_has_the_format_files(project: tuple[Path, str, list[str]]) -> No
     assert "[torch-noarch]" in build and 'backends = ["cpu", "cuda"]' in build
     for path in out.rglob("*.py"):
         compile(path.read_text(), str(path), "exec")  # every rendered module is valid Python
+
+
+def test_variants_import_their_own_modules_relatively_and_never_kernel_agent(
+    project: tuple[Path, str, list[str]],
+) -> None:
+    """The format's rules for a loadable variant: relative imports only (it loads under its metadata id, not its
+    name), and nothing of the exporter (it must load where kernel-agent is not installed)."""
+    out, package, _ = project
+    for variant in [*(out / "build").iterdir(), out / "torch-ext" / package]:
+        own = {p.stem for p in variant.iterdir()} | {package, "kernel_agent"}
+        for path in variant.rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    roots = {alias.name.split(".")[0] for alias in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                    roots = {(node.module or "").split(".")[0]}
+                else:
+                    continue
+                assert not roots & own, (path, roots)
 
 
 def test_each_variant_holds_only_its_own_devices_winners(project: tuple[Path, str, list[str]]) -> None:
