@@ -73,6 +73,17 @@ def reference_params(source: str) -> list[str]:
     return []
 
 
+def signature_problem(source: str) -> str | None:
+    """Why `reference(...)` cannot be a custom op's signature here (every parameter a Tensor), or None."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef) and node.name == "reference":
+            a = node.args
+            if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or not (a.posonlyargs + a.args):
+                return "its reference takes defaults, *args, keywords or nothing: an op here takes tensors by position"
+            return None
+    return "no reference(...) function in its problem"
+
+
 def camel(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in name.split("_") if part) or "Kernel"
 
@@ -283,12 +294,14 @@ def write_project(
 ) -> None:
     """Every file of the project into `out` (an empty folder, the marker written)."""
     repo_name = package.replace("_", "-")
-    native = [k for k in kernels if k.kind == "native"]
-    skipped = skipped + [
-        (k.name, "a KernelBench module winner: --format hf-kernels ships native kernels only; use --format pip")
-        for k in kernels
+    unfit = {
+        k.name: "a KernelBench module winner: --format hf-kernels ships native kernels only; use --format pip"
         if k.kind != "native"
-    ]
+        else signature_problem(k.reference_source)
+        for k in kernels
+    }
+    native = [k for k in kernels if unfit[k.name] is None]
+    skipped = skipped + sorted({(name, f"not an hf-kernels op: {why}") for name, why in unfit.items() if why})
     winners: dict[str, list[files.ExportedKernel]] = {}
     for k in native:
         winners.setdefault(k.name, []).append(k)

@@ -8,6 +8,7 @@ and a package must not ship a kernel that no longer matches its reference.
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,7 +75,7 @@ def choose_winner(
     if eligible:
         return eligible[0], ""
     interpreted = [c for c in kernel.candidates if c.interpreted and c.status in ("correct", "faster", "flagged")]
-    if allow_interpreted and interpreted and not rq.reviewable(kernel):
+    if allow_interpreted and interpreted and all(c.interpreted for c in rq.reviewable(kernel)):
         winner = interpreted_winner(kernel, approved_only)
         if winner is not None:
             return winner, ""
@@ -113,6 +114,15 @@ def check_package_name(name: str) -> None:
     if not name.isidentifier() or name.startswith("_") or name.lower() != name:
         raise ExportError(
             f"--name {name!r} must be a lowercase Python identifier (letters, digits, underscores), e.g. my_kernels"
+        )
+
+
+def check_format_name(name: str, fmt: Format) -> None:
+    """A `kernels` name is `^[a-z][-a-z0-9]*[a-z0-9]$` once underscores become dashes (no doubled or trailing ones)."""
+    if fmt is Format.HF_KERNELS and not re.fullmatch(r"[a-z]([a-z0-9]|_(?=[a-z0-9]))*[a-z0-9]", name):
+        raise ExportError(
+            f"--name {name!r}: a --format hf-kernels name is lowercase letters and digits joined by single "
+            "underscores, at least two characters, e.g. my_kernels"
         )
 
 
@@ -351,6 +361,7 @@ def export_run(
     reasons are on record). Several runs merge: one winner per kernel and device. `tuned` maps a kernel
     to its per-shape config tables (one per device), shipped as the format's tuned-config files."""
     check_package_name(package)
+    check_format_name(package, fmt)
     if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
         prepare_folder(out)  # raises before any slow re-verification
     run_ids = [run_id] if isinstance(run_id, int) else list(run_id)

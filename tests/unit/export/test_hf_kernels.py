@@ -246,6 +246,18 @@ def test_pip_benchmarks_gain_eager_and_compile_columns(tmp_path: Path) -> None:
     assert {"vs_eager", "vs_eager_ci_low", "vs_compile", "vs_compile_ci_high", "loses_to"} <= set(header)
 
 
+def test_a_reference_with_defaults_or_a_kernelbench_module_is_left_out_with_the_reason(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    scaled = kernel("scaled", reference_source=REFERENCE.replace("def reference(x):", "def reference(x, scale=2.0):"))
+    module = kernel("kb", kind="kernelbench")
+    hf_kernels.write_project(out, "hf_left_out", [3], [kernel("soft_max"), scaled, module], [], lambda m: None)
+    card = (out / "CARD.md").read_text()
+    assert "**scaled**: not an hf-kernels op: its reference takes defaults" in card
+    assert "**kb**: not an hf-kernels op: a KernelBench module winner" in card
+    assert not (out / "build" / "torch-cpu" / "_kernel_scaled_cpu.py").exists()
+
+
 def test_nearest_shape_uses_log_distance_and_falls_back_to_the_default() -> None:
     entries = [{"shape": {"n": 64}, "config": {"B": 1}}, {"shape": {"n": 4096}, "config": {"B": 2}}]
     assert runtime_tuned.nearest(entries, {"n": 500}, {"B": 0}) == {"B": 1}  # log2: 500 is nearer 64 than 4096
