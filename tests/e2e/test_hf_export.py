@@ -3,8 +3,9 @@ C++ winner, a Triton kernel verified under the interpreter), loaded by the real 
 fresh venv through get_local_kernel, each op against its reference, torch.compile(fullgraph=True) over all ops,
 the exported tests, the metadata digest and build.toml through kernels' own parsers.
 
-Cost here (2 loaded cores): three one-round optimize runs without reference points, one export re-verifying three
-winners, one venv with `pip install kernels`; about 3 to 4 minutes, once per module.
+Cost here (2 shared, loaded cores): three one-round optimize runs without reference points, one export re-verifying
+three winners, one venv with `pip install kernels` from PyPI (skipped, with the reason, where PyPI is out of reach):
+310 s and 460 s in two runs, the module fixture 80% of it; the fixture is built once per module.
 """
 
 from __future__ import annotations
@@ -88,6 +89,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict:
     pip = subprocess.run(
         [str(python), "-m", "pip", "install", "-q", "kernels==0.17.2", "tabulate"], capture_output=True, text=True
     )
+    if pip.returncode != 0 and any(w in pip.stderr.lower() for w in ("connection", "no matching distribution")):
+        pytest.skip(f"PyPI is out of reach, so `kernels` cannot be installed: {pip.stderr.strip().splitlines()[-1]}")
     assert pip.returncode == 0, pip.stderr[-3000:]
     return {"out": out, "python": python, "proc": proc, "tmp": tmp}
 
