@@ -23,6 +23,8 @@ import jinja2
 
 from kernel_agent import cpp
 from kernel_agent.export.runtime.dispatch import force_variable
+from kernel_agent.export.tuned import TunedTable
+from kernel_agent.measure.relative import Relative
 
 RUNTIME = Path(__file__).with_name("runtime")
 TEMPLATES = Path(__file__).with_name("templates")
@@ -58,6 +60,13 @@ class ExportedKernel:
     # "native": a kernel(*inputs) function; "kernelbench": an nn.Module ModelNew with the reference's weights
     kind: str = "native"
     extra: dict[str, Any] = field(default_factory=dict)
+    interpreted: bool = False  # verified under the Triton interpreter only: correct, never timed
+    vs: dict[str, Relative] = field(default_factory=dict)  # "eager", "compile": against torch on its device
+    tuned: list[TunedTable] = field(default_factory=list)  # per-shape config tables, one per device
+
+    def loses_to(self) -> list[str]:
+        """The torch references ("eager", "compile") whose interval lies wholly above this kernel's speed."""
+        return [kind for kind, r in self.vs.items() if r.value is not None and r.ci is not None and r.ci[1] < 1.0]
 
 
 BENCH_COLUMNS = (
@@ -79,6 +88,13 @@ BENCH_COLUMNS = (
     "ci_high",
     "baseline_ms",
     "candidate_ms",
+    "vs_eager",
+    "vs_eager_ci_low",
+    "vs_eager_ci_high",
+    "vs_compile",
+    "vs_compile_ci_low",
+    "vs_compile_ci_high",
+    "loses_to",
     "reverified",
 )
 
@@ -128,7 +144,7 @@ def templates() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(py=py, tuple=tuple)
+    env.filters.update(py=py, tuple=tuple, add_suffix=lambda text, suffix: f"{text}{suffix}")
     return env
 
 
@@ -191,9 +207,26 @@ def _fmt(value: float | None, spec: str) -> str:
     return format(value, spec) if value is not None else ""
 
 
+def against(k: ExportedKernel, kind: str) -> dict[str, str]:
+    """`vs_<kind>`, its interval, and `vs_<kind>_text` (the speedup, or the reason there is none) for one row."""
+    r = k.vs.get(kind)
+    if r is None or r.value is None or r.ci is None:
+        reason = r.reason if r is not None else "no reference point"
+        return {f"vs_{kind}": "", f"vs_{kind}_ci_low": "", f"vs_{kind}_ci_high": "", f"vs_{kind}_text": f"- ({reason})"}
+    return {
+        f"vs_{kind}": _fmt(r.value, ".4f"),
+        f"vs_{kind}_ci_low": _fmt(r.ci[0], ".4f"),
+        f"vs_{kind}_ci_high": _fmt(r.ci[1], ".4f"),
+        f"vs_{kind}_text": f"{r.value:.2f}x [{r.ci[0]:.2f}, {r.ci[1]:.2f}]",
+    }
+
+
 def bench_rows(kernels: list[ExportedKernel]) -> list[dict[str, str]]:
     return [
         {
+            **against(k, "eager"),
+            **against(k, "compile"),
+            "loses_to": " ".join(k.loses_to()),
             "kernel": k.name,
             "problem": k.problem,
             "run": str(k.run_id),
@@ -220,7 +253,7 @@ def bench_rows(kernels: list[ExportedKernel]) -> list[dict[str, str]]:
 
 def benchmarks_csv(kernels: list[ExportedKernel]) -> str:
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(BENCH_COLUMNS), lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=list(BENCH_COLUMNS), lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
     writer.writerows(bench_rows(kernels))
     return buffer.getvalue()

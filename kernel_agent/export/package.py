@@ -8,6 +8,7 @@ and a package must not ship a kernel that no longer matches its reference.
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +18,9 @@ from kernel_agent.db import review_reads as rq
 from kernel_agent.db.session import Database
 from kernel_agent.evaluate.pipeline import EvalOptions
 from kernel_agent.export import files as files
+from kernel_agent.export.formats import Format
+from kernel_agent.export.tuned import TunedTable
+from kernel_agent.measure.relative import REFERENCES, Relative, over_baseline, speedups_vs
 from kernel_agent.review.decisions import may_ship
 
 MARKER = ".kernel-agent-export"
@@ -45,15 +49,40 @@ def _awaiting(c: rq.CandidateRecord, db: Database | None) -> str:
     ]
 
 
+def interpreted_winner(kernel: rq.KernelRecord, approved_only: bool) -> rq.CandidateRecord | None:
+    """The candidate a kernel verified only under the Triton interpreter ships (hf-kernels only): the newest
+    rewrite that verified, else the baseline itself; never a rejected one, a flagged one only once approved."""
+
+    def allowed(c: rq.CandidateRecord) -> bool:
+        decision = c.decision.decision if c.decision else None
+        if approved_only or c.status == "flagged":
+            return decision == "approve"
+        return decision != "reject"
+
+    verified = [
+        c for c in kernel.candidates if c.interpreted and c.status in ("correct", "faster", "flagged") and allowed(c)
+    ]
+    return max(verified, key=lambda c: (c.origin != "baseline", c.id), default=None)
+
+
 def choose_winner(
-    kernel: rq.KernelRecord, approved_only: bool, db: Database | None = None
+    kernel: rq.KernelRecord, approved_only: bool, db: Database | None = None, allow_interpreted: bool = False
 ) -> tuple[rq.CandidateRecord | None, str]:
     """The best shippable candidate of a kernel, or None with the reason there is none (naming the candidate that
-    waits for review and the exact `review approve` command, when one does)."""
+    waits for review and the exact `review approve` command, when one does). With `allow_interpreted`, a kernel
+    verified only under the Triton interpreter ships its verified candidate, marked as never timed."""
     eligible = [c for c in rq.reviewable(kernel) if may_ship(c, approved_only)]
     if eligible:
         return eligible[0], ""
     interpreted = [c for c in kernel.candidates if c.interpreted and c.status in ("correct", "faster", "flagged")]
+    if allow_interpreted and interpreted and all(c.interpreted for c in rq.reviewable(kernel)):
+        winner = interpreted_winner(kernel, approved_only)
+        if winner is not None:
+            return winner, ""
+        return (
+            None,
+            "verified only under the Triton interpreter, and no such candidate may ship (rejected or unapproved)",
+        )
     if kernel.status == "needs_gpu" or (interpreted and not rq.reviewable(kernel)):
         return (
             None,
@@ -85,6 +114,15 @@ def check_package_name(name: str) -> None:
     if not name.isidentifier() or name.startswith("_") or name.lower() != name:
         raise ExportError(
             f"--name {name!r} must be a lowercase Python identifier (letters, digits, underscores), e.g. my_kernels"
+        )
+
+
+def check_format_name(name: str, fmt: Format) -> None:
+    """A `kernels` name is `^[a-z][-a-z0-9]*[a-z0-9]$` once underscores become dashes (no doubled or trailing ones)."""
+    if fmt is Format.HF_KERNELS and not re.fullmatch(r"[a-z]([a-z0-9]|_(?=[a-z0-9]))*[a-z0-9]", name):
+        raise ExportError(
+            f"--name {name!r}: a --format hf-kernels name is lowercase letters and digits joined by single "
+            "underscores, at least two characters, e.g. my_kernels"
         )
 
 
@@ -149,7 +187,35 @@ def reverify(kernel: rq.KernelRecord, candidate: rq.CandidateRecord, options: Ev
     return True, f"{passed}/{total} checks passed; {timing}"
 
 
-def _exported(kernel: rq.KernelRecord, c: rq.CandidateRecord, source: str, reverified: str) -> files.ExportedKernel:
+def against_torch(db: Database, c: rq.CandidateRecord) -> dict[str, Relative]:
+    """The winner against torch eager and torch.compile on the device it was timed on (the stored reference
+    points of its problem content and device fingerprint), each with its interval or the reason there is none."""
+    from kernel_agent.db.models import ProblemRow
+    from kernel_agent.db.references import points_seen_by
+
+    with db.session() as session:
+        problem = session.get(ProblemRow, c.problem_id)
+        digest = problem.content_hash if problem is not None else ""
+    points = points_seen_by(db, digest, c.environment) if digest and c.environment and not c.interpreted else {}
+    ci = [c.ci_low, c.ci_high] if c.ci_low is not None and c.ci_high is not None else None
+    reason = "verified under the Triton interpreter: never timed" if c.interpreted else "no speedup"
+    found = speedups_vs(over_baseline(c.speedup, ci, reason), points)
+    return {kind: found[kind] for kind in REFERENCES}
+
+
+def losses(k: files.ExportedKernel) -> list[str]:
+    """One line per reference the kernel loses to on its device (the whole interval below 1)."""
+    return [
+        f"{k.name} loses to torch {kind} on {k.device} ({k.device_name}): {r.value:.2f}x "
+        f"[{r.ci[0]:.2f}, {r.ci[1]:.2f}]; torch {kind} is faster there"
+        for kind, r in k.vs.items()
+        if r.value is not None and r.ci is not None and r.ci[1] < 1.0
+    ]
+
+
+def _exported(
+    kernel: rq.KernelRecord, c: rq.CandidateRecord, source: str, reverified: str, vs: dict[str, Relative]
+) -> files.ExportedKernel:
     return files.ExportedKernel(
         name=files.identifier(kernel.name),
         problem=kernel.name,
@@ -173,11 +239,19 @@ def _exported(kernel: rq.KernelRecord, c: rq.CandidateRecord, source: str, rever
         review=c.decision.decision if c.decision else "",
         reverified=reverified,
         kind=kernel.problem_kind,
+        interpreted=c.interpreted,
+        vs=vs,
     )
 
 
 def select(
-    db: Database, run_id: int, approved_only: bool, kernels: list[str] | None, options: EvalOptions, notify: Notify
+    db: Database,
+    run_id: int,
+    approved_only: bool,
+    kernels: list[str] | None,
+    options: EvalOptions,
+    notify: Notify,
+    allow_interpreted: bool = False,
 ) -> tuple[list[files.ExportedKernel], list[tuple[str, str]]]:
     """Winners that re-verify, and (kernel, reason) for every kernel left out."""
     records = rq.run_kernels(db, run_id, kernels)
@@ -188,7 +262,7 @@ def select(
         )
     chosen, skipped = [], []
     for kernel in records:
-        winner, reason = choose_winner(kernel, approved_only, db)
+        winner, reason = choose_winner(kernel, approved_only, db, allow_interpreted)
         if winner is None:
             skipped.append((kernel.name, reason))
             continue
@@ -211,21 +285,68 @@ def select(
         if not ok:
             skipped.append((kernel.name, f"candidate {winner.id} {outcome}"))
             continue
-        chosen.append(_exported(kernel, winner, source, outcome))
+        exported = _exported(kernel, winner, source, outcome, against_torch(db, winner))
+        for line in losses(exported):
+            notify(f"warning: {line}")
+        chosen.append(exported)
     return chosen, skipped
 
 
+def merge(chosen: list[files.ExportedKernel], notify: Notify) -> list[files.ExportedKernel]:
+    """One winner per (kernel, device) over several runs: the one with the higher speedup (a timed winner beats
+    one verified only under the interpreter); the other is named."""
+    best: dict[tuple[str, str], files.ExportedKernel] = {}
+    for k in chosen:
+        key = (k.name, k.device)
+        held = best.get(key)
+        if held is None:
+            best[key] = k
+            continue
+        keep, drop = (k, held) if (k.speedup or 0.0) > (held.speedup or 0.0) else (held, k)
+        notify(
+            f"{k.name} on {k.device}: candidate {keep.candidate_id} of run {keep.run_id} kept over "
+            f"candidate {drop.candidate_id} of run {drop.run_id} (the higher speedup)"
+        )
+        best[key] = keep
+    return list(best.values())
+
+
+def one_per_kernel(chosen: list[files.ExportedKernel], notify: Notify) -> list[files.ExportedKernel]:
+    """The pip package holds one module per kernel: across devices, the winner with the higher speedup."""
+    by_name: dict[str, files.ExportedKernel] = {}
+    for k in chosen:
+        held = by_name.get(k.name)
+        if held is None or (k.speedup or 0.0) > (held.speedup or 0.0):
+            if held is not None:
+                notify(
+                    f"{k.name}: the pip package keeps one device's winner ({k.device}); --format hf-kernels keeps each"
+                )
+            by_name[k.name] = k
+    return list(by_name.values())
+
+
 def write_package(
-    out: Path, package: str, run_id: int, kernels: list[files.ExportedKernel], skipped: list[tuple[str, str]]
+    out: Path,
+    package: str,
+    run_ids: list[int],
+    kernels: list[files.ExportedKernel],
+    skipped: list[tuple[str, str]],
+    fmt: Format = Format.PIP,
+    notify: Notify = lambda message: None,
 ) -> None:
     prepare_folder(out)
-    (out / MARKER).write_text(f"run {run_id}\n")
-    files.write_files(out, package, run_id, kernels, skipped)
+    (out / MARKER).write_text(f"run {', '.join(map(str, run_ids))}\n")
+    if fmt is Format.HF_KERNELS:
+        from kernel_agent.export import hf_kernels
+
+        hf_kernels.write_project(out, package, run_ids, kernels, skipped, notify)
+    else:
+        files.write_files(out, package, run_ids[0], kernels, skipped)
 
 
 def export_run(
     db: Database,
-    run_id: int,
+    run_id: int | list[int],
     out: Path,
     package: str,
     *,
@@ -233,12 +354,31 @@ def export_run(
     kernels: list[str] | None = None,
     options: EvalOptions | None = None,
     notify: Notify = lambda message: None,
+    fmt: Format = Format.PIP,
+    tuned: dict[str, list[TunedTable]] | None = None,
 ) -> ExportResult:
     """Choose, re-verify and write; the package is written even when no kernel qualifies (so the
-    reasons are on record)."""
+    reasons are on record). Several runs merge: one winner per kernel and device. `tuned` maps a kernel
+    to its per-shape config tables (one per device), shipped as the format's tuned-config files."""
     check_package_name(package)
+    check_format_name(package, fmt)
     if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
         prepare_folder(out)  # raises before any slow re-verification
-    exported, skipped = select(db, run_id, approved_only, kernels, options or EvalOptions(), notify)
-    write_package(out, package, run_id, exported, skipped)
+    run_ids = [run_id] if isinstance(run_id, int) else list(run_id)
+    exported: list[files.ExportedKernel] = []
+    skipped: list[tuple[str, str]] = []
+    for rid in run_ids:
+        found, left = select(
+            db, rid, approved_only, kernels, options or EvalOptions(), notify, fmt is Format.HF_KERNELS
+        )
+        exported += found
+        skipped += [(name, reason if len(run_ids) == 1 else f"run {rid}: {reason}") for name, reason in left]
+    exported = merge(exported, notify)
+    if fmt is Format.PIP:
+        exported = one_per_kernel([k for k in exported if not k.interpreted], notify)
+    shipped = {k.name for k in exported}
+    skipped = [(name, reason) for name, reason in skipped if name not in shipped]
+    for k in exported:
+        k.tuned = list((tuned or {}).get(k.name, []))
+    write_package(out, package, run_ids, exported, skipped, fmt, notify)
     return ExportResult(out, package, exported, skipped)

@@ -22,7 +22,12 @@ def fenced(path: Path) -> str:
 
 
 def build_run(
-    tmp_path: Path, attempts: int = 3, problem: Path = SOFTMAX, candidate: Path = CANDIDATES / "faster.py"
+    tmp_path: Path,
+    attempts: int = 3,
+    problem: Path = SOFTMAX,
+    candidate: Path = CANDIDATES / "faster.py",
+    extra: tuple[str, ...] = (),
+    db: Path | None = None,
 ) -> dict:
     """Optimize a problem (softmax64) for one round with one scripted reply (its known-faster rewrite);
     return the run's ids plus db and sandbox paths.
@@ -32,7 +37,7 @@ def build_run(
     """
     kernel: dict = {}
     for attempt in range(attempts):
-        db, sandbox = tmp_path / f"runs{attempt}.db", tmp_path / "sandbox"
+        db_path, sandbox = db or tmp_path / f"runs{attempt}.db", tmp_path / "sandbox"
         with ScriptedServer([[fenced(candidate)]]) as server:
             proc = run_cli(
                 "optimize",
@@ -45,10 +50,11 @@ def build_run(
                 "--threads",
                 "1",
                 "--db",
-                str(db),
+                str(db_path),
                 "--sandbox",
                 str(sandbox),
                 "--json",
+                *extra,
                 env={"OPENAI_API_KEY": "sk-test-not-a-real-key"},
             )
         if proc.returncode == -signal.SIGABRT and "terminate called" in proc.stderr and attempt + 1 < attempts:
@@ -61,7 +67,7 @@ def build_run(
         kernel = result["kernels"][0]
         if kernel["status"] == "improved" and kernel["best_candidate"]:
             return {
-                "db": db,
+                "db": db_path,
                 "sandbox": sandbox,
                 "run_id": result["run_id"],
                 "best": kernel["best_candidate"],

@@ -47,7 +47,10 @@ class Registry:
 
     A table entry names the optimized module (`module`, defining `kernel` or `ModelNew`), the reference
     module (`reference`, defining `reference` or `Model`), both relative to `package`, and the
-    [device, dtype] pairs it was `verified` on.
+    [device, dtype] pairs it was `verified` on. Optional: `modules` (device -> the optimized module
+    verified on that device, when devices have different winners) and `requires_env` (variables that
+    must hold these values for the optimized path, as they did when it was verified: a Triton kernel
+    verified under `TRITON_INTERPRET=1` runs on a CPU only under it).
     """
 
     def __init__(self, package: str, kernels: dict[str, dict[str, Any]]) -> None:
@@ -63,10 +66,12 @@ class Registry:
     def implementation(self, kernel: str, device: str, dtype: str) -> str:
         """`optimized` when (device, dtype) was verified for this kernel and the reference is not
         forced, else `reference`."""
-        verified = self.kernels[kernel]["verified"]
+        spec = self.kernels[kernel]
         if self.forced_reference():
             return REFERENCE
-        return OPTIMIZED if [device, dtype] in [list(pair) for pair in verified] else REFERENCE
+        if any(os.environ.get(name) != value for name, value in spec.get("requires_env", {}).items()):
+            return REFERENCE
+        return OPTIMIZED if [device, dtype] in [list(pair) for pair in spec["verified"]] else REFERENCE
 
     def last_path(self, kernel: str) -> str | None:
         """The path ("optimized" or "reference") the last call of `kernel` took, or None before any call."""
@@ -78,17 +83,20 @@ class Registry:
         self._last[kernel] = path
         return path
 
-    def load(self, kernel: str, path: str) -> ModuleType:
-        """The kernel's optimized or reference module, imported on first use (a Triton kernel
-        compiles only when chosen)."""
+    def load(self, kernel: str, path: str, device: str | None = None) -> ModuleType:
+        """The kernel's optimized module (the one verified on `device`, when devices differ) or its
+        reference, imported on first use (a Triton kernel compiles only when chosen)."""
         spec = self.kernels[kernel]
-        return importlib.import_module(f"{self.package}.{spec['module' if path == OPTIMIZED else 'reference']}")
+        if path != OPTIMIZED:
+            return importlib.import_module(f"{self.package}.{spec['reference']}")
+        module = spec.get("modules", {}).get(device, spec["module"])
+        return importlib.import_module(f"{self.package}.{module}")
 
     def call(self, kernel: str, args: tuple, kwargs: dict[str, Any]) -> Any:
         """Run the chosen implementation with the caller's arguments; its result (a tensor, a tuple)
         is returned as it is."""
         path = self.choose(kernel, args, kwargs)
-        module = self.load(kernel, path)
+        module = self.load(kernel, path, signature([*args, *kwargs.values()])[0])
         function = module.kernel if path == OPTIMIZED else module.reference
         return function(*args, **kwargs)
 
