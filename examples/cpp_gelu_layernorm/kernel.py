@@ -1,4 +1,4 @@
-"""Naive C++ bias + GELU + residual + LayerNorm: scalar, four passes per row, double-precision erf, one thread."""
+"""Naive C++ bias + GELU + residual + LayerNorm: one scalar loop per op, double sums, one thread."""
 
 import ctypes
 
@@ -13,6 +13,26 @@ CPP_SOURCE = r"""
 #include <omp.h>
 #define ROW_BLOCK 1
 
+// erf as a rational function of x on [-4, 4] (Eigen's and XLA's float erf, a few ulp); libm's erff is slower.
+static float erf_float(float x) {
+    if (x > 4.0f) x = 4.0f;
+    if (x < -4.0f) x = -4.0f;
+    const float x2 = x * x;
+    float p = -2.72614225801306e-10f;
+    p = p * x2 + 2.77068142495902e-08f;
+    p = p * x2 - 2.10102402082508e-06f;
+    p = p * x2 - 5.69250639462346e-05f;
+    p = p * x2 - 7.34990630326855e-04f;
+    p = p * x2 - 2.95459980854025e-03f;
+    p = p * x2 - 1.60960333262415e-02f;
+    float q = -1.45660718464996e-05f;
+    q = q * x2 - 2.13374055278905e-04f;
+    q = q * x2 - 1.68282697438203e-03f;
+    q = q * x2 - 7.37332916720468e-03f;
+    q = q * x2 - 1.42647390514189e-02f;
+    return x * p / q;
+}
+
 extern "C" void gelu_layernorm_rows(const float* x, const float* bias, const float* residual, const float* weight,
                                     const float* beta, float* y, long rows, long cols, float eps, int threads) {
     #pragma omp parallel for num_threads(threads) schedule(static, ROW_BLOCK)
@@ -20,10 +40,9 @@ extern "C" void gelu_layernorm_rows(const float* x, const float* bias, const flo
         const float* xr = x + r * cols;
         const float* rr = residual + r * cols;
         float* yr = y + r * cols;
-        for (long c = 0; c < cols; ++c) {
-            double v = (double)xr[c] + bias[c];
-            yr[c] = (float)(0.5 * v * (1.0 + erf(v / sqrt(2.0))) + rr[c]);
-        }
+        for (long c = 0; c < cols; ++c) yr[c] = xr[c] + bias[c];
+        for (long c = 0; c < cols; ++c) yr[c] = 0.5f * yr[c] * (1.0f + erf_float(yr[c] * 0.70710678118654752f));
+        for (long c = 0; c < cols; ++c) yr[c] += rr[c];
         double mean = 0.0;
         for (long c = 0; c < cols; ++c) mean += yr[c];
         mean /= cols;
