@@ -1,5 +1,6 @@
 """The bundled suite: every problem passes its own audit, every Triton example verifies
-under the interpreter, and a KernelBench file is evaluated end to end."""
+under the interpreter, the fused CPU demo candidates verify and beat their baselines, and a
+KernelBench file is evaluated end to end."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from kernel_agent.problem.load import load_problem
 
 NATIVE = sorted(p for p in EXAMPLES.iterdir() if (p / "problem.py").is_file())
 TRITON = [p for p in NATIVE if p.name.startswith("triton_")]
+FUSED = [p for p in NATIVE if (p / "candidates" / "fused.py").is_file()]  # the CPU demo against torch eager
 KERNELBENCH = EXAMPLES / "kernelbench" / "level1_layernorm_mlp.py"
 
 
@@ -21,6 +23,7 @@ def test_suite_has_the_promised_problems() -> None:
     names = {p.name for p in NATIVE}
     assert len(names) >= 10
     assert {"triton_softmax", "triton_matmul", "cpp_softmax", "cpp_matmul", "torch_opchain", "torch_attention"} <= names
+    assert {"cpp_gelu_layernorm", "cpp_cross_entropy", "cpp_adamw"} <= {p.name for p in FUSED}
     for folder in NATIVE:
         problem = load_problem(folder)
         assert problem.tunables, f"{folder.name} declares no tunables"
@@ -39,6 +42,18 @@ def test_triton_examples_verify_under_the_interpreter(folder: Path, tmp_path: Pa
         assert verdict.status == "correct", verdict.reason
         assert verdict.interpreted and verdict.speedup is None  # interpreted timings are never speedups
         assert any(c["passed"] for c in verdict.checks)
+
+
+@pytest.mark.parametrize("folder", FUSED, ids=lambda p: p.name)
+def test_fused_cpu_candidates_verify_and_beat_their_baselines(folder: Path, tmp_path: Path) -> None:
+    """One timing round (about 20 s each here): the checks are the full plan, the speedup a coarse one.
+    The margin against torch eager is measured by `kernel-agent eval --json` (examples/README.md)."""
+    problem = load_problem(folder)
+    source = (folder / "candidates" / "fused.py").read_text()
+    verdict = evaluate(problem, source, EvalOptions(sandbox_root=tmp_path, device="cpu", timing_rounds=1))
+    assert verdict.status in ("faster", "correct"), verdict.reason
+    assert all(c["passed"] for c in verdict.checks) and len(verdict.checks) >= 5
+    assert verdict.speedup is not None and verdict.speedup > 1.2, verdict.speedup  # each is 2x or more at 10 rounds
 
 
 def test_kernelbench_file_with_modelnew_end_to_end(tmp_path: Path) -> None:

@@ -18,6 +18,9 @@ ROOT = Path(__file__).resolve().parents[3]
 PROBLEMS = [
     ROOT / "examples" / "cpp_softmax",
     ROOT / "examples" / "torch_opchain",
+    ROOT / "examples" / "cpp_gelu_layernorm",
+    ROOT / "examples" / "cpp_cross_entropy",
+    ROOT / "examples" / "cpp_adamw",
     ROOT / "examples" / "kernelbench" / "level1_layernorm_mlp.py",
     ROOT / "tests" / "fixtures" / "kernelbench" / "kb_rowloop.py",
     ROOT / "tests" / "fixtures" / "uncompilable",
