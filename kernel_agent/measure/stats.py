@@ -82,12 +82,14 @@ def speedup_interval(
     point = float(np.exp(np.mean(np.log(point_per_shape))))
     rng = np.random.default_rng(seed)
     draws = np.empty(resamples)
+    shape_draws = np.empty((resamples, len(point_per_shape)))  # per-shape intervals (tune stores one per config)
     for k in range(resamples):
         pick = rng.integers(0, rounds, size=rounds)
         logs = [
             math.log(_ratio([b[i] for i in pick], [c[i] for i in pick]))
             for b, c in zip(base_rounds_by_shape, cand_rounds_by_shape)
         ]
+        shape_draws[k] = logs
         draws[k] = math.exp(sum(logs) / len(logs))
     stat_low, stat_high = (float(v) for v in np.percentile(draws, [2.5, 97.5]))
     low, high = widen(point, stat_low, stat_high, process_effect)
@@ -98,8 +100,9 @@ def speedup_interval(
             "speedup": ratio,
             "baseline_median_ms": float(np.median(np.concatenate(b))),
             "candidate_median_ms": float(np.median(np.concatenate(c))),
+            "speedup_ci": list(widen(ratio, *np.exp(np.percentile(shape_draws[:, s], [2.5, 97.5])), process_effect)),
         }
-        for ratio, b, c in zip(point_per_shape, base_rounds_by_shape, cand_rounds_by_shape)
+        for s, (ratio, b, c) in enumerate(zip(point_per_shape, base_rounds_by_shape, cand_rounds_by_shape))
     ]
     estimate = SpeedupEstimate(point, low, high, Summary.of(all_base), Summary.of(all_cand), rounds, per_shape)
     estimate.statistical_ci = [stat_low, stat_high]
