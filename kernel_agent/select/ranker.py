@@ -68,6 +68,8 @@ class Ranker(Selector):
                 if value > 0:
                     ratio = math.log2(dim / value)
                     row += [ratio, abs(ratio), dim / (math.ceil(dim / value) * value)]
+                else:  # a switch (ORDER=0), not a size: no ratio, but the same number of features
+                    row += [0.0, 0.0, 1.0]
         return row
 
     def rank(self, shape: Shape) -> list[tuple[str, float]]:
