@@ -23,7 +23,10 @@ from kernel_agent.db.writes import problem_hash, sha256
 from kernel_agent.measure.profile import fingerprint_key
 from kernel_agent.problem.load import load_problem
 from kernel_agent.select import report, stored
+from kernel_agent.select.nearest import NearestShape
+from kernel_agent.select.prior import search_order
 from kernel_agent.select.registry import selectors, skipped
+from kernel_agent.select.replay import replay
 from kernel_agent.select.score import SelectorScore, score
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,11 +88,38 @@ def print_family(family: str, args: argparse.Namespace, seconds: float) -> list[
     print()
     print(report.markdown(scores))
     best = max(scores[1:], key=lambda s: (s.timed_fraction <= 0.10, s.geomean))
+    print_search(problem, found, args)
     print(
         f"\nbest within 10% of the pool timed: {best.name}: efficiency {best.geomean:.3f}, P10 {best.p10:.3f}, "
         f"timed {best.timed_fraction:.1%} (goal: >= 0.95, >= 0.85, <= 10%)"
     )
     return scores
+
+
+def print_search(problem, found, args: argparse.Namespace) -> None:  # noqa: ANN001
+    """The search provider with and without nearest-shape's advice, per held-out shape, replayed on stored rows."""
+    selector = NearestShape()
+    selector.fit(found.table.subset(found.sets.train), found.context)
+    rows = []
+    for shape in found.sets.heldout:
+        if not found.table.times.get(shape):
+            continue
+        plain = replay(problem, found.table, [shape], [])
+        advised = replay(problem, found.table, [shape], search_order(selector, [shape]))
+        rows.append((shape, plain, advised))
+    print("\nSearch replayed on the stored rows (one held-out shape per search; candidates until its best):\n")
+    print("| shape | best speedup over default | plain: candidates | with nearest-shape's order: candidates |")
+    print("|---|---|---|---|")
+    for shape, plain, advised in rows:
+        print(f"| {list(shape)} | {plain.best_speedup:.3f} | {plain.candidates} | {advised.candidates} |")
+    both = [(p.candidates, a.candidates) for _, p, a in rows if p.candidates and a.candidates]
+    if both:
+        total_plain, total_advised = sum(p for p, _ in both), sum(a for _, a in both)
+        print(
+            f"\ntotal candidates to the best: plain {total_plain}, advised {total_advised} "
+            f"({total_plain / max(1, total_advised):.2f}x fewer); same best reached on "
+            f"{sum(1 for _, p, a in rows if abs(p.reached - a.reached) < 1e-9)}/{len(rows)} shapes"
+        )
 
 
 if __name__ == "__main__":
