@@ -31,6 +31,13 @@ def tune_command(
     quick_rounds: int = typer.Option(2, "--quick-rounds", min=1, help="Timing rounds of stage 1 (every config)."),
     full_rounds: int = typer.Option(10, "--full-rounds", min=1, help="Timing rounds of stage 2 (top configs)."),
     top: int = typer.Option(3, "--top", min=1, help="Configs per shape re-timed in stage 2, besides the default."),
+    group: int = typer.Option(
+        0,
+        "--shapes-per-evaluation",
+        min=0,
+        help="Shapes per sandboxed evaluation (0: all): a rejected evaluation fails its shapes only, "
+        "at the cost of a sandbox start and the check cases per group.",
+    ),
     evaluation: EvalConfig = fields_of(only=("device", "threads", "timeout", "isolation", "sandbox_root")),
     db: str = DB,
     json_output: bool = json_option("one JSON object per stored row, one per line"),
@@ -47,7 +54,7 @@ def tune_command(
 
     try:
         loaded = load_problem(problem)
-        plan = TunePlan(chosen_shapes(loaded, shapes), dtype or loaded.dtypes[0], quick_rounds, full_rounds, top)
+        plan = TunePlan(chosen_shapes(loaded, shapes), dtype or loaded.dtypes[0], quick_rounds, full_rounds, top, group)
     except (ProblemError, SpaceError) as exc:
         fail(str(exc))
     if plan.dtype not in loaded.dtypes:

@@ -34,6 +34,7 @@ class TunePlan:
     quick_rounds: int = 2
     full_rounds: int = 10
     top: int = 3
+    group: int = 0  # shapes per evaluation (0: all): a rejection (a timer-rule trip on one shape) fails its group only
 
 
 class Store(Protocol):
@@ -61,15 +62,15 @@ def tune(
     rows = _done(store)
     for index, config in enumerate(space, 1):
         missing = [s for s in plan.shapes if (s, config_key(config), Stage.SCREEN) not in rows]
-        if missing:
-            progress(f"screen {index}/{len(space)}: {_label(config)} on {len(missing)} shape(s)")
-            _record(store, rows, time_config(problem, variant, config, missing, plan, Stage.SCREEN, options))
+        for shapes in _groups(missing, plan.group):
+            progress(f"screen {index}/{len(space)}: {_label(config)} on {len(shapes)} shape(s)")
+            _record(store, rows, time_config(problem, variant, config, shapes, plan, Stage.SCREEN, options))
     for config, shapes in confirm_plan(rows, plan, default).items():
         missing = [s for s in shapes if (s, config, Stage.CONFIRM) not in rows]
-        if missing:
-            progress(f"confirm: {_label(config)} on {len(missing)} shape(s)")
+        for group in _groups(missing, plan.group):
+            progress(f"confirm: {_label(config)} on {len(group)} shape(s)")
             _record(
-                store, rows, time_config(problem, variant, parse_config(config), missing, plan, Stage.CONFIRM, options)
+                store, rows, time_config(problem, variant, parse_config(config), group, plan, Stage.CONFIRM, options)
             )
     return [row for row in rows.values() if row.shape in plan.shapes and row.dtype == plan.dtype]
 
@@ -140,6 +141,13 @@ def rows_of(verdict: Verdict, config: Config, shapes: list[Shape], dtype: str, s
         ci = (ms * speedup / high, ms * speedup / low)  # the speedup's interval, as the candidate's time
         rows.append(ConfigTime(shape, dtype, config, stage, TIMED, ms, ci, speedup, entry["baseline_median_ms"]))
     return rows
+
+
+def _groups(shapes: list[Shape], size: int) -> list[list[Shape]]:
+    if not shapes:
+        return []
+    size = size if size > 0 else len(shapes)
+    return [shapes[i : i + size] for i in range(0, len(shapes), size)]
 
 
 def _done(store: Store) -> dict[tuple[Shape, str, Stage], ConfigTime]:

@@ -50,3 +50,12 @@ def test_a_failed_verdict_is_stored_for_every_shape_with_its_reason() -> None:
         ((8,), "incorrect", "[8] float32: mismatch at 3", None),
         ((64,), "incorrect", "[8] float32: mismatch at 3", None),
     ]
+
+
+def test_shapes_are_split_into_groups_of_the_given_size() -> None:
+    from kernel_agent.tune.ground_truth import _groups
+
+    shapes = [(1,), (2,), (3,), (4,), (5,)]
+    assert _groups(shapes, 0) == [shapes]
+    assert _groups(shapes, 2) == [[(1,), (2,)], [(3,), (4,)], [(5,)]]
+    assert _groups([], 2) == []
