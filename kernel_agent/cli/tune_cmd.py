@@ -45,12 +45,12 @@ def tune_command(
     """Time every config of a variant's tunable space on a shape set, two-stage, in the sandbox, and store it."""
     from kernel_agent.cli.profile_cmd import candidate_source
     from kernel_agent.db.tuning import TuningStore, VariantKey
-    from kernel_agent.db.writes import problem_hash, sha256
+    from kernel_agent.db.writes import problem_hash, put_source
     from kernel_agent.evaluate.pipeline import EvalOptions, run_device
     from kernel_agent.measure.profile import fingerprint_key
     from kernel_agent.problem.load import ProblemError, load_problem
-    from kernel_agent.tune.ground_truth import TunePlan, tune
-    from kernel_agent.tune.space import SpaceError, chosen_shapes
+    from kernel_agent.tune.ground_truth import TunePlan, default_config, tune
+    from kernel_agent.tune.space import SpaceError, chosen_shapes, configs
 
     try:
         loaded = load_problem(problem)
@@ -64,26 +64,23 @@ def tune_command(
     if loaded.device == "cuda" and where != "cuda":
         fail(f"{loaded.name} runs on a GPU and none is visible: tune times configs (kernel-agent eval verifies one)")
     variant = loaded.baseline_source if candidate is None else candidate_source(candidate, loaded.name, db)
+    try:
+        configs(loaded)
+        default = default_config(loaded, variant)
+    except (SpaceError, ValueError) as exc:  # no TUNABLES, or a variant that does not carry them
+        fail(str(exc))
     database = open_db(db)
     with database.write() as session:
-        from kernel_agent.db.writes import put_source
-
-        variant_hash = put_source(session, variant)
-    assert variant_hash == sha256(variant)
+        variant_hash = put_source(session, variant)  # the tuned source is kept: rows name it by its hash
     key = VariantKey(
         loaded.name, problem_hash(loaded), variant_hash, fingerprint_key(where, options.threads), plan.dtype
     )
-    try:
-        rows = tune(loaded, variant, plan, options, TuningStore(database, key), lambda line: _say(line))
-    except (SpaceError, ValueError) as exc:
-        fail(str(exc))
+    rows = tune(loaded, variant, plan, options, TuningStore(database, key), _say)
     if json_output:
         for row in rows:
             sys.stdout.write(json.dumps(_json(row)) + "\n")
     else:
-        from kernel_agent.tune.ground_truth import default_config
-
-        _summary(rows, variant_hash, default_config(loaded, variant))
+        _summary(rows, variant_hash, default)
     raise typer.Exit(EXIT_OK)
 
 
