@@ -47,3 +47,19 @@ def test_tune_stores_every_config_once_and_resumes_without_timing(tmp_path: Path
     report = run_cli("select", "report", str(PROBLEM), "--threads", "1", "--db", str(db))
     assert report.returncode == 2 and "no held-out shape has a timed config" in report.stderr
     assert "Traceback" not in report.stderr
+
+
+def test_the_triton_family_verifies_under_the_interpreter(tmp_path: Path) -> None:
+    """Its default and a config with other blocks and no grouping: correct, never a speedup, on a CPU."""
+    from conftest import EXAMPLES
+
+    from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
+    from kernel_agent.problem.load import load_problem
+    from kernel_agent.propose.tunables import apply_config
+
+    problem = load_problem(EXAMPLES / "tuning" / "triton_tiled_matmul")
+    other = {"BLOCK_M": 32, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 1, "NUM_WARPS": 8, "NUM_STAGES": 4}
+    for source in (problem.baseline_source, apply_config(problem.baseline_source, other)):
+        verdict = evaluate(problem, source, EvalOptions(sandbox_root=tmp_path, device="cpu", threads=1))
+        assert verdict.status == "correct" and verdict.interpreted, verdict.reason
+        assert verdict.speedup is None and sum(1 for c in verdict.checks if c["passed"]) >= 4
