@@ -19,6 +19,8 @@ from kernel_agent.cli import (
     report_cmd,
     review_cmd,
     runs_cmd,
+    select_cmd,
+    tune_cmd,
 )
 
 app = typer.Typer(
@@ -38,6 +40,8 @@ app.add_typer(db_cmd.app, name="db")
 app.add_typer(review_cmd.app, name="review")
 app.command("report")(report_cmd.report_command)
 app.command("export")(export_cmd.export_command)
+app.command("tune")(tune_cmd.tune_command)
+app.add_typer(select_cmd.app, name="select")
 
 
 @app.callback()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, UniqueConstraint
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, UniqueConstraint
 from sqlalchemy import String as _String
 from sqlalchemy import Text as _Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -209,4 +209,32 @@ class ReferencePointRow(Base):
     speedup: Mapped[float | None] = mapped_column(Float, nullable=True)
     data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # evaluate.references.ReferencePoint
     verdict: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    measured_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class TuningTimeRow(Base):
+    """One config of a variant on one shape (issue 15): its time and interval, or why it has none. The ground truth
+    selectors are scored from; one row per (problem, variant, device fingerprint, dtype, shape, config, stage)."""
+
+    __tablename__ = "tuning_times"
+    __table_args__ = (
+        UniqueConstraint("problem_hash", "variant_hash", "fingerprint", "dtype", "shape", "config", "stage"),
+        Index("ix_tuning_times_variant", "problem_hash", "variant_hash", "fingerprint"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    problem: Mapped[str] = mapped_column(String(200))
+    problem_hash: Mapped[str] = mapped_column(String(64))  # problems.content_hash: the reference and the baseline
+    variant_hash: Mapped[str] = mapped_column(String(64))  # sources.hash of the tuned variant (its default config)
+    fingerprint: Mapped[str] = mapped_column(String(400))  # measure.profile.fingerprint_key: device, torch, threads
+    dtype: Mapped[str] = mapped_column(String(20))
+    shape: Mapped[str] = mapped_column(String(200))  # tune.records.shape_key
+    config: Mapped[str] = mapped_column(String(400))  # tune.records.config_key
+    stage: Mapped[int] = mapped_column(Integer)  # tune.records.Stage: 1 screen, 2 confirm
+    status: Mapped[str] = mapped_column(String(20))  # timed, or the verdict's status
+    time_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ci_low_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ci_high_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    speedup: Mapped[float | None] = mapped_column(Float, nullable=True)  # over the problem's baseline, same A/B run
+    baseline_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    reason: Mapped[str] = mapped_column(Text, default="")
     measured_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

@@ -51,6 +51,11 @@ class SearchProvider:
         False  # it times tunables; the operator breakdown would cost a second per accepted candidate for nothing
     )
 
+    def __init__(self, first: Iterable[dict[str, Value]] = ()) -> None:
+        # Configs to time before the hill climb, best first: a selector's picks for the problem's benchmark
+        # shapes (kernel_agent.select.prior.search_order). Off-grid or unknown names are dropped.
+        self.first = list(first)
+
     def propose(self, context: ProposalContext) -> ProposalBatch:
         space = _Space.of(context.problem.tunables)
         if not space.names:
@@ -59,7 +64,8 @@ class SearchProvider:
         outcomes = _outcomes(context, space.names)
         tried = {start, *outcomes, *_readable_configs((p.source for p in context.parents), space.names)}
         votes = _direction_votes(outcomes, space)
-        ranked = _untried(_ordered_points(space, space.snap(start), votes), space, tried)
+        prior = [space.snap(c) for c in _prior_configs(self.first, space)]
+        ranked = _untried(itertools.chain(prior, _ordered_points(space, space.snap(start), votes)), space, tried)
         chosen = list(itertools.islice(ranked, max(context.samples, 0)))
         exhausted = not chosen and next(ranked, None) is None
         return ProposalBatch(proposals=[_proposal(start_source, space.named(c)) for c in chosen], exhausted=exhausted)
@@ -92,6 +98,13 @@ class _Space:
 
     def contains(self, point: Point) -> bool:
         return all(0 <= i < len(values) for values, i in zip(self.values, point, strict=True))
+
+
+def _prior_configs(first: list[dict[str, Value]], space: _Space) -> Iterator[Config]:
+    """The given configs that name every tunable with a declared value, as grid configs."""
+    for config in first:
+        if set(config) == set(space.names) and all(config[n] in v for n, v in zip(space.names, space.values)):
+            yield tuple(config[name] for name in space.names)
 
 
 def _nearest_index(values: list[Value], value: Value) -> int:

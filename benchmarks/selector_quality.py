@@ -1,0 +1,126 @@
+"""Selection efficiency of every selector on the held-out shapes of the CPU tuning families (issue 15).
+
+Usage: python benchmarks/selector_quality.py [--db PATH] [--threads 1] [FAMILY ...]
+For each family (default: examples/tuning/cpp_tiled_matmul and cpp_row_softmax) it runs `kernel-agent tune`
+over the training and held-out shapes (resumable: rows already stored are not timed again), then scores
+every selector from the stored rows alone and prints the table with the metrics' definitions. Goal of the
+issue: the best selector at a geometric-mean efficiency >= 0.95 and P10 >= 0.85 while timing <= 10% of
+the pool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kernel_agent.db.session import open_database
+from kernel_agent.db.tuning import VariantKey
+from kernel_agent.db.writes import problem_hash, sha256
+from kernel_agent.measure.profile import fingerprint_key
+from kernel_agent.problem.load import load_problem
+from kernel_agent.select import report, stored
+from kernel_agent.select.nearest import NearestShape
+from kernel_agent.select.prior import search_order
+from kernel_agent.select.registry import selectors, skipped
+from kernel_agent.select.replay import replay
+from kernel_agent.select.score import SelectorScore, score
+
+ROOT = Path(__file__).resolve().parents[1]
+FAMILIES = ["examples/tuning/cpp_tiled_matmul", "examples/tuning/cpp_row_softmax"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("families", nargs="*", default=FAMILIES)
+    parser.add_argument("--db", default="selector-quality.db")
+    parser.add_argument("--threads", type=int, default=1, help="1 on a shared machine: OpenMP barriers stall otherwise")
+    parser.add_argument("--quick-rounds", type=int, default=2)
+    parser.add_argument("--full-rounds", type=int, default=5)
+    parser.add_argument("--top", type=int, default=2)
+    parser.add_argument("--abstain-k", type=int, default=2)
+    parser.add_argument("--abstain-below", type=float, default=0.5)
+    parser.add_argument("--no-tune", action="store_true", help="score what is stored; time nothing")
+    args = parser.parse_args()
+    for family in args.families:
+        seconds = 0.0 if args.no_tune else tune(family, args)
+        print_family(family, args, seconds)
+    for line in skipped():
+        print(f"skipped: {line}")
+    print("\nDefinitions:\n" + report.definitions())
+
+
+def tune(family: str, args: argparse.Namespace) -> float:
+    started = time.perf_counter()
+    command = [sys.executable, "-m", "kernel_agent", "tune", family, "--shapes", "all", "--db", args.db]
+    command += ["--threads", str(args.threads), "--quick-rounds", str(args.quick_rounds)]
+    command += ["--full-rounds", str(args.full_rounds), "--top", str(args.top)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env={**os.environ})
+    if done.returncode != 0:
+        sys.exit(f"tune {family} failed: {done.stderr[-2000:]}")
+    return time.perf_counter() - started
+
+
+def print_family(family: str, args: argparse.Namespace, seconds: float) -> list[SelectorScore]:
+    problem = load_problem(ROOT / family)
+    variant = problem.baseline_source
+    key = VariantKey(
+        problem.name, problem_hash(problem), sha256(variant), fingerprint_key("cpu", args.threads), "float32"
+    )
+    found = stored.load(open_database(args.db), problem, variant, key, args.threads)
+    table = found.table
+    scores = [
+        score(s, table, found.sets.train, found.sets.heldout, found.context)
+        for s in selectors(args.abstain_k, args.abstain_below)
+    ]
+    failed = sum(len(f) for f in table.failed.values())
+    timed = sum(len(t) for t in table.times.values())
+    print(f"\n## {problem.name}\n")
+    print(f"pool: {len(table.pool)} configs ({', '.join(f'{k} {v}' for k, v in problem.tunables.items())})")
+    print(f"train shapes ({len(found.sets.train)}): {[list(s) for s in found.sets.train]}")
+    print(f"held-out shapes ({len(found.sets.heldout)}): {[list(s) for s in found.sets.heldout]}")
+    print(f"stored (shape, config) cells: {timed} timed, {failed} failed; {found.ceilings_note}")
+    if seconds:
+        print(f"tune wall time this run: {seconds:.0f} s")
+    print()
+    print(report.markdown(scores))
+    best = max(scores[1:], key=lambda s: (s.timed_fraction <= 0.10, s.geomean))
+    print_search(problem, found, args)
+    print(
+        f"\nbest within 10% of the pool timed: {best.name}: efficiency {best.geomean:.3f}, P10 {best.p10:.3f}, "
+        f"timed {best.timed_fraction:.1%} (goal: >= 0.95, >= 0.85, <= 10%)"
+    )
+    return scores
+
+
+def print_search(problem, found, args: argparse.Namespace) -> None:  # noqa: ANN001
+    """The search provider with and without nearest-shape's advice, per held-out shape, replayed on stored rows."""
+    selector = NearestShape()
+    selector.fit(found.table.subset(found.sets.train), found.context)
+    rows = []
+    for shape in found.sets.heldout:
+        if not found.table.times.get(shape):
+            continue
+        plain = replay(problem, found.table, [shape], [])
+        advised = replay(problem, found.table, [shape], search_order(selector, [shape]))
+        rows.append((shape, plain, advised))
+    print("\nSearch replayed on the stored rows (one held-out shape per search; candidates until its best):\n")
+    print("| shape | best speedup over default | plain: candidates | with nearest-shape's order: candidates |")
+    print("|---|---|---|---|")
+    for shape, plain, advised in rows:
+        print(f"| {list(shape)} | {plain.best_speedup:.3f} | {plain.candidates} | {advised.candidates} |")
+    both = [(p.candidates, a.candidates) for _, p, a in rows if p.candidates and a.candidates]
+    if both:
+        total_plain, total_advised = sum(p for p, _ in both), sum(a for _, a in both)
+        print(
+            f"\ntotal candidates to the best: plain {total_plain}, advised {total_advised} "
+            f"({total_plain / max(1, total_advised):.2f}x fewer); same best reached on "
+            f"{sum(1 for _, p, a in rows if abs(p.reached - a.reached) < 1e-9)}/{len(rows)} shapes"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""The abstain rule (Inductor AutoHeuristic's "unsure" path): when a selector's confidence is below a threshold,
+time its top k predicted configs and keep the fastest, instead of trusting the pick."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from kernel_agent.select.base import Pick, Selector
+from kernel_agent.tune.records import Shape
+
+Timer = Callable[[Shape, list[str]], dict[str, float]]  # shape, configs -> the times of those that ran
+
+
+class Abstaining:
+    """Wraps a fitted selector; `timer` times configs (the sandbox in use, the stored rows when scoring)."""
+
+    def __init__(self, base: Selector, k: int = 3, threshold: float = 0.5) -> None:
+        self.base, self.k, self.threshold = base, k, threshold
+        self.name = f"{base.name}+abstain(k={k},<{threshold:g})"
+
+    @property
+    def seen_shapes(self) -> set[Shape]:
+        return self.base.seen_shapes
+
+    def select(self, shape: Shape, timer: Timer) -> Pick:
+        pick = self.base.select(shape)
+        if pick.confidence >= self.threshold:
+            return pick
+        top = list(pick.ranking[: self.k])
+        times = timer(shape, top)
+        if not times:
+            return replace(pick, timed=tuple(top), abstained=True)
+        fastest = min(times, key=times.__getitem__)
+        return replace(pick, config=fastest, timed=tuple(top), abstained=True)

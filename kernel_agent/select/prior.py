@@ -1,0 +1,23 @@
+"""A selector's advice to the search provider: which configs to time first for a problem's benchmark shapes
+(issue 15, item 4), so the search reaches its best with fewer timed candidates."""
+
+from __future__ import annotations
+
+from kernel_agent.select.base import Selector
+from kernel_agent.tune.records import Config, Shape, parse_config
+
+
+def search_order(selector: Selector, shapes: list[Shape], limit: int | None = None) -> list[Config]:
+    """The pool by the mean of its predicted rank over `shapes` (a fitted selector), best first; each shape's
+    own pick comes before any config picked for no shape."""
+    rank: dict[str, float] = {}
+    picks: list[str] = []
+    for shape in shapes:
+        ranking = selector.rank(shape)
+        if ranking and ranking[0][0] not in picks:
+            picks.append(ranking[0][0])
+        for position, (key, _) in enumerate(ranking):
+            rank[key] = rank.get(key, 0.0) + position / len(shapes)
+    rest = sorted((k for k in rank if k not in picks), key=lambda k: (rank[k], k))
+    ordered = sorted(picks, key=lambda k: (rank[k], k)) + rest
+    return [parse_config(k) for k in ordered[:limit]]
