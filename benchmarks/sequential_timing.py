@@ -88,7 +88,7 @@ def main() -> None:
     parser.add_argument("--aa-problem", default="examples/cpp_softmax")
     parser.add_argument("--sandbox", type=Path, default=Path("sandbox"))
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=200)  # the tables are read from a file or a wide terminal
     runs: list[Run] = []
     for folder in map(Path, args.problems):
         for name, source in candidates(folder).items():
