@@ -40,7 +40,7 @@ import torch
 from kernel_agent.core.verdict import StatusError
 from kernel_agent.evaluate.compare import Tolerance, compare, compare_same_dtype
 from kernel_agent.evaluate.sandbox.session import Timed, WorkerFailure, WorkerSession
-from kernel_agent.measure.sequential import MIN_ROUNDS, Look, look
+from kernel_agent.measure.sequential import LOOK_LEVEL, MIN_ROUNDS, Look, look
 from kernel_agent.measure.stats import PROCESS_EFFECT, calls_per_block, point_speedup, speedup_interval
 from kernel_agent.problem.oracle import CaseMaker, fresh_seed
 
@@ -409,7 +409,7 @@ def _summarize(
     result = {
         "speedup": estimate.speedup,
         "speedup_ci": ci,
-        "ci_level": f"{stop.to_json()['level']:.1%} sequential" if stop is not None else "95%",
+        "ci_level": f"{LOOK_LEVEL:.1%} sequential" if stop is not None else "95%",
         "statistical_ci": list(stop.statistical_ci) if stop is not None else estimate.statistical_ci,
         "process_effect": PROCESS_EFFECT,
         "baseline": vars(estimate.baseline),
