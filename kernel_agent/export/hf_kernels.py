@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernel_agent.evaluate.backends.lint import module_string_literal
 from kernel_agent.export import files
 from kernel_agent.export.runtime.dispatch import force_variable
 from kernel_agent.export.tuned import write_table
@@ -276,12 +277,8 @@ def compiled_sections(winners: dict[str, list[files.ExportedKernel]], root: Path
 
 
 def cpp_source(source: str) -> str | None:
-    """The module-level CPP_SOURCE string literal of a C++ winner, if it has one."""
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CPP_SOURCE" for t in node.targets):
-            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-                return node.value.value
-    return None
+    """The module-level CPP_SOURCE string literal of a C++ winner, if it has one (the backend's own lint rule)."""
+    return module_string_literal(ast.parse(source), "CPP_SOURCE")
 
 
 def write_project(

@@ -26,9 +26,9 @@ from kernel_agent.export.package import losses
 from kernel_agent.export.runtime import tuned as runtime_tuned
 from kernel_agent.export.tuned import TunedConfig, TunedTable
 from kernel_agent.measure.relative import Relative, missing
+from unit.export.test_package_files import kernel as pip_kernel
 
 _names = itertools.count()
-ENVIRONMENT = {"torch": "2.13.0", "triton": "", "python": "3.11.7", "kernel_agent": "0.1.0", "threads": 1}
 REFERENCE = """import torch
 
 SHAPES = [(4, 8)]
@@ -50,33 +50,22 @@ CALLS = "CALLS = []\n\n"
 
 
 def kernel(name: str, **changes) -> files.ExportedKernel:
-    values = dict(
-        name=name,
-        problem=name,
-        run_id=3,
-        candidate_id=7,
-        source="import torch\n"
-        + CALLS
-        + "def kernel(x):\n    CALLS.append(1)\n    return torch.softmax(x.double(), -1).to(x.dtype)\n",
-        reference_source=REFERENCE,
-        backend="torch",
-        verified=[("cpu", "float32")],
-        tolerances={"float32": (1e-5, 1e-6)},
-        speedup=1.5,
-        ci=(1.4, 1.6),
-        baseline_ms=0.2,
-        candidate_ms=0.13,
-        device="cpu",
-        device_name="Test CPU (2 cores)",
-        isolation="none",
-        environment=ENVIRONMENT,
-        date="2026-12-01T00:00:00",
-        status="faster",
-        review="",
-        reverified="3/3 checks passed",
-        vs={"eager": Relative(1.2, (1.1, 1.3)), "compile": Relative(0.5, (0.4, 0.6))},
+    """The pip format's test record (test_package_files.kernel), with a source that counts its calls and the
+    reference points the hf CARD shows."""
+    return pip_kernel(
+        name,
+        **{
+            "problem": name,
+            "source": "import torch\n"
+            + CALLS
+            + "def kernel(x):\n    CALLS.append(1)\n    return torch.softmax(x.double(), -1).to(x.dtype)\n",
+            "reference_source": REFERENCE,
+            "device_name": "Test CPU (2 cores)",
+            "date": "2026-12-01T00:00:00",
+            "vs": {"eager": Relative(1.2, (1.1, 1.3)), "compile": Relative(0.5, (0.4, 0.6))},
+            **changes,
+        },
     )
-    return files.ExportedKernel(**{**values, **changes})
 
 
 TABLE = TunedTable(
