@@ -22,17 +22,18 @@ import torch
 
 from kernel_agent.core.config import EvalConfig
 from kernel_agent.core.fingerprint import fingerprint
-from kernel_agent.core.verdict import StatusError, Verdict
+from kernel_agent.core.verdict import Status, StatusError, Verdict
 from kernel_agent.evaluate.ab_timing import TimingJob, measure_speedup
 from kernel_agent.evaluate.backends import detect_backend, get_backend
 from kernel_agent.evaluate.backends.base import BuildContext, BuildFailed, Prepared
 from kernel_agent.evaluate.backends.lint import defines
 from kernel_agent.evaluate.compare import Tolerance, compare, compare_same_dtype
-from kernel_agent.evaluate.decision import decide
+from kernel_agent.evaluate.decision import Decision, decide
 from kernel_agent.evaluate.device_lock import DeviceGate, NoGate
 from kernel_agent.evaluate.sandbox.isolation import Isolation, Limits, probe, write_trusted
 from kernel_agent.evaluate.sandbox.session import WorkerFailure, WorkerSession, WorkerSpec
 from kernel_agent.evaluate.sandbox.shm import InputSegment, nbytes
+from kernel_agent.measure.confirmation import combined, needs_confirmation
 from kernel_agent.problem.canaries import LOAD_AUDIT_BYTES, check_canaries
 from kernel_agent.problem.footprint import Footprint, gold_fits, largest_footprint, refusal
 from kernel_agent.problem.load import Problem, ProblemError
@@ -186,7 +187,7 @@ class Evaluation:
             with gate.exclusive(self.device):  # nothing else runs on this device while it is timed
                 candidate.deadline += time.monotonic() - waiting  # waiting for the device is not the candidate's time
                 started = time.perf_counter()
-                self._time(candidate, maker, plan)
+                candidate = self._time(candidate, maker, plan)  # a fresh process when a small gain was confirmed
                 self._phase("timing", started)
                 if self.options.profile == "always" or (
                     self.options.profile == "faster" and verdict.status in ("faster", "flagged")
@@ -381,8 +382,10 @@ class Evaluation:
                     "bits (nondeterministic or reads uninitialised memory)",
                 )
 
-    def _time(self, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]) -> None:
-        problem, options = self.problem, self.options
+    def _time(self, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]) -> WorkerSession:
+        """The A/B timing and the decision; a small gain is timed again on a fresh pair of processes
+        (measure/confirmation.py). Returns the candidate session in use afterwards."""
+        problem, options, verdict = self.problem, self.options, self.verdict
         baseline_path = self.workdir / "base.py"
         write_trusted(baseline_path, problem.baseline_source.encode())
         baseline_spec = self._spec(
@@ -392,51 +395,75 @@ class Evaluation:
             self._baseline_prepared(),
             maker,
         )
+        estimate, raised = self._time_against(baseline_spec, candidate, maker, plan)
+        decision = self._decide(estimate, raised)
+        if decision.status is Status.FASTER and needs_confirmation(estimate, options.min_gain):
+            candidate.close()
+            self.accounts["first_pair_candidate"] = candidate.accounting.to_json()
+            self.accounts["first_pair_baseline"] = self.accounts.pop("baseline")
+            deadline = time.monotonic() + options.timeout
+            spec = candidate.spec
+            candidate = WorkerSession(spec, self.workdir, self.isolation, options.limits, deadline, self.segment)
+            try:
+                candidate.start()
+                candidate.load()
+                self._replay_checks(candidate, maker, plan)  # the same process history as the fresh baseline's
+                second, more = self._time_against(baseline_spec, candidate, maker, plan)
+            except BaseException:
+                candidate.close()  # run() closes only the session this method returns
+                raise
+            estimate, raised = combined(estimate, second), raised + more
+            decision = self._decide(estimate, raised)
+        verdict.timing = estimate
+        verdict.speedup, verdict.speedup_ci = estimate["speedup"], list(estimate["speedup_ci"])
+        verdict.status, verdict.reason, verdict.flags = decision.status.value, decision.reason, list(decision.flags)
+        return candidate
+
+    def _decide(self, estimate: dict, raised: list[str]) -> Decision:
+        options = self.options
+        return decide(estimate, raised, options.min_gain, options.sanity_speedup, self._roofline(estimate))
+
+    def _time_against(
+        self, baseline_spec: WorkerSpec, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]
+    ) -> tuple[dict, list[str]]:
+        """One pair: a fresh baseline process against `candidate`, with the same check history first."""
+        problem, options = self.problem, self.options
         deadline = time.monotonic() + options.timeout
         baseline = WorkerSession(baseline_spec, self.workdir, self.isolation, options.limits, deadline, self.segment)
         try:
-            self._time_against(baseline, candidate, maker, plan)
+            with baseline:
+                try:
+                    baseline.load()
+                    self._replay_checks(baseline, maker, plan)
+                except WorkerFailure as exc:
+                    raise EvaluationError("runtime_error", f"the baseline itself failed: {exc.reason}") from None
+                configs = [(tuple(shape), dtype) for dtype in problem.dtypes for shape in problem.shapes]
+                missing = [c for c in configs if c not in self.output_bytes]
+                if missing:
+                    raise EvaluationError(
+                        "rejected",
+                        f"no checked case for shape {list(missing[0][0])} {missing[0][1]}: "
+                        "cannot audit its timed outputs",
+                    )
+                job = TimingJob(
+                    configs=configs,
+                    maker=maker,
+                    candidate=candidate,
+                    baseline=baseline,
+                    device=self.device,
+                    threads=options.threads,
+                    rounds=options.timing_rounds,
+                    target_block_ms=options.target_block_ms,
+                    audit_fraction=options.audit_fraction,
+                    timeout=options.timeout,
+                    tolerance=self._tolerance,
+                    output_bytes=self.output_bytes,
+                    min_gain=options.min_gain,
+                    sequential=options.sequential,
+                )
+                return measure_speedup(job)
         finally:
             self.accounts["baseline"] = baseline.accounting.to_json()  # after close: its peak memory is read there
-
-    def _time_against(
-        self, baseline: WorkerSession, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]
-    ) -> None:
-        problem, options, verdict = self.problem, self.options, self.verdict
-        with baseline:
-            try:
-                baseline.load()
-                self._replay_checks(baseline, maker, plan)
-            except WorkerFailure as exc:
-                raise EvaluationError("runtime_error", f"the baseline itself failed: {exc.reason}") from None
-            configs = [(tuple(shape), dtype) for dtype in problem.dtypes for shape in problem.shapes]
-            missing = [c for c in configs if c not in self.output_bytes]
-            if missing:
-                raise EvaluationError(
-                    "rejected",
-                    f"no checked case for shape {list(missing[0][0])} {missing[0][1]}: cannot audit its timed outputs",
-                )
-            job = TimingJob(
-                configs=configs,
-                maker=maker,
-                candidate=candidate,
-                baseline=baseline,
-                device=self.device,
-                threads=options.threads,
-                rounds=options.timing_rounds,
-                target_block_ms=options.target_block_ms,
-                audit_fraction=options.audit_fraction,
-                timeout=options.timeout,
-                tolerance=self._tolerance,
-                output_bytes=self.output_bytes,
-                min_gain=options.min_gain,
-                sequential=options.sequential,
-            )
-            estimate, raised = measure_speedup(job)
-        verdict.timing = estimate
-        verdict.speedup, verdict.speedup_ci = estimate["speedup"], list(estimate["speedup_ci"])
-        decision = decide(estimate, raised, options.min_gain, options.sanity_speedup, self._roofline(estimate))
-        verdict.status, verdict.reason, verdict.flags = decision.status.value, decision.reason, list(decision.flags)
 
     def _roofline(self, estimate: dict) -> list[dict]:
         """Work, ceilings and floors per benchmark shape on this device (stored for the report's chart);

@@ -8,9 +8,21 @@ from pathlib import Path
 import pytest
 
 from adversarial.common import all_fixtures, run_fixture
+from kernel_agent.core.verdict import Verdict
 from kernel_agent.evaluate.sandbox.control import cgroup_root
 
 FIXTURES = {f.name: f for f in all_fixtures()}
+ATTEMPTS = 3
+
+
+def core_withheld(verdict: Verdict) -> bool:
+    """The machine never let the hidden thread run beside the worker: its timed calls used no more CPU
+    than wall time, so there was no second core to find (on a busy CI machine the other core was
+    taken and the helper ran after the main thread, at one core's speed: 0.82x)."""
+    if verdict.status != "correct" or not verdict.timing:
+        return False
+    timed = verdict.timing["accounting"]["candidate"]["phases"].get("timed", {})
+    return timed.get("cpu_ms", 0.0) <= 1.02 * timed.get("wall_ms", 0.0)
 
 
 @pytest.mark.skipif(cgroup_root() is None, reason="exact CPU accounting needs a cgroup v2 folder on this machine")
@@ -19,6 +31,9 @@ def test_a_second_core_is_named_when_nothing_pins_the_sandbox(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     monkeypatch.setenv("KERNEL_AGENT_NO_CGROUP_V1", "cpuset")
-    verdict = run_fixture(FIXTURES[name], tmp_path / "sandbox", timing_rounds=10)
+    for attempt in range(ATTEMPTS):
+        verdict = run_fixture(FIXTURES[name], tmp_path / f"sandbox{attempt}", timing_rounds=10)
+        if not core_withheld(verdict):
+            break
     assert verdict.status == "rejected", f"{verdict.status}: {verdict.reason}"
     assert "thread(s) allow" in verdict.reason
