@@ -12,6 +12,7 @@ from kernel_agent.cli import options as opt
 from kernel_agent.cli.ceilings import profile_ceilings
 from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, read_candidate, stdout, styled, warn
 from kernel_agent.cli.options import fields_of, from_config
+from kernel_agent.cli.references import check_compile_modes
 from kernel_agent.cli.speedups import slower
 from kernel_agent.core.config import Device, EvalConfig, ReferenceConfig
 from kernel_agent.measure.relative import over_baseline, speedup_vs_json
@@ -41,6 +42,7 @@ def eval_command(
         fail(f"--backend must be one of {', '.join(BACKENDS)}, not {evaluation.backend!r}")
     if evaluation.timeout <= 0:
         fail("--timeout must be a positive number of seconds")
+    check_compile_modes(references.compile_modes)
     source = read_candidate(candidate)
     try:
         loaded = load_problem(problem)
@@ -58,7 +60,7 @@ def eval_command(
     if references.references and verdict.speedup is not None:  # nothing to compare without a speedup
         from kernel_agent.cli.references import eval_reference_points
 
-        points = eval_reference_points(db, loaded, options, references.remeasure_references)
+        points = eval_reference_points(db, loaded, options, references.remeasure_references, references.compile_modes)
     speedup_vs = speedup_vs_json(over_baseline(verdict.speedup, verdict.speedup_ci, not_timed(verdict)), points)
     if json_output:
         sys.stdout.write(json.dumps({**verdict.to_dict(), "speedup_vs": speedup_vs}, default=str) + "\n")

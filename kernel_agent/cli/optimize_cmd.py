@@ -17,6 +17,7 @@ import typer
 from kernel_agent.cli import options as opt
 from kernel_agent.cli.common import MS_CAPTION, fail, stderr, stdout, warn
 from kernel_agent.cli.options import GIVEN, fields_of, from_config
+from kernel_agent.cli.references import check_compile_modes
 from kernel_agent.cli.speedups import (
     REFERENCE_CAPTION,
     REFERENCE_COLUMNS,
@@ -72,6 +73,7 @@ def optimize_command(
         fail(str(exc))
     if plan.provider == "replay" and plan.provider_options.replay_run is None:
         fail("--provider replay needs --replay-run RUN (the run whose recorded replies to replay)")
+    check_compile_modes(plan.references.compile_modes)
     execute(database, plan, None, json_output)
 
 

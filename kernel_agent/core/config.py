@@ -142,6 +142,12 @@ class ReferenceConfig:
     remeasure_references: bool = option(
         False, flag="--remeasure-references", help="Measure the reference points again and replace the stored ones."
     )
+    compile_modes: list[str] = option(
+        factory=list,
+        flag="--compile-mode",
+        help="Another torch.compile mode to measure beside the default one (repeatable): reduce-overhead, "
+        "max-autotune or max-autotune-no-cudagraphs; shown as compile:MODE.",
+    )
 
 
 # ---- stored as JSON ----------------------------------------------------------------------------

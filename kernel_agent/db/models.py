@@ -204,7 +204,7 @@ class ReferencePointRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     problem_hash: Mapped[str] = mapped_column(String(64))  # problems.content_hash: the reference and the baseline
     fingerprint: Mapped[str] = mapped_column(String(400))  # measure.profile.fingerprint_key: device, torch, threads
-    kind: Mapped[str] = mapped_column(String(20))  # eager, compile
+    kind: Mapped[str] = mapped_column(String(60))  # eager, compile, compile:MODE (evaluate.references.Reference)
     status: Mapped[str] = mapped_column(String(20))
     speedup: Mapped[float | None] = mapped_column(Float, nullable=True)
     data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # evaluate.references.ReferencePoint

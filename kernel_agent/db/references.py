@@ -18,7 +18,7 @@ from kernel_agent.core.verdict import Verdict
 from kernel_agent.db.models import ReferencePointRow, utcnow
 from kernel_agent.db.session import Database
 from kernel_agent.db.writes import insert_if_absent
-from kernel_agent.evaluate.references import ReferenceKind, ReferencePoint
+from kernel_agent.evaluate.references import Reference, ReferencePoint
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class StoredPoint:
     measured_at: datetime
 
 
-def stored_points(db: Database, problem_hash: str, fingerprint: str) -> dict[ReferenceKind, StoredPoint]:
+def stored_points(db: Database, problem_hash: str, fingerprint: str) -> dict[Reference, StoredPoint]:
     """Every reference point stored for this problem content on this device fingerprint."""
     with db.session() as session:
         rows = session.scalars(
@@ -38,7 +38,7 @@ def stored_points(db: Database, problem_hash: str, fingerprint: str) -> dict[Ref
             )
         ).all()
         return {
-            ReferenceKind(row.kind): StoredPoint(ReferencePoint.from_json(row.data), row.measured_at) for row in rows
+            Reference.of(row.kind): StoredPoint(ReferencePoint.from_json(row.data), row.measured_at) for row in rows
         }
 
 

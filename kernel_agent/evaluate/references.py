@@ -26,58 +26,103 @@ from kernel_agent.problem.load import Problem
 
 class ReferenceKind(Choice):
     EAGER = "eager"  # the reference as written: ATen, oneDNN, cuBLAS
-    COMPILE = "compile"  # torch.compile of it (inductor, default mode)
+    COMPILE = "compile"  # torch.compile of it (inductor; default mode unless a Reference names another)
 
 
-KINDS = (ReferenceKind.EAGER, ReferenceKind.COMPILE)
+# torch.compile's modes (`torch._inductor.list_mode_options()`); "default" is the `compile` point itself.
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Which reference point: `eager`, `compile` (inductor, default mode) or `compile:MODE`, added by
+    `--compile-mode MODE` (for example max-autotune-no-cudagraphs on a GPU). `value` is its stored name."""
+
+    kind: ReferenceKind
+    mode: str = ""
+
+    @property
+    def value(self) -> str:
+        return f"{self.kind.value}:{self.mode}" if self.mode else self.kind.value
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def of(cls, name: str) -> Reference:
+        kind, _, mode = name.partition(":")
+        return cls(ReferenceKind(kind), mode)
+
+
+KINDS = (Reference(ReferenceKind.EAGER), Reference(ReferenceKind.COMPILE))
+
+
+def references(compile_modes: list[str] | tuple[str, ...] = ()) -> tuple[Reference, ...]:
+    """eager and compile, then one point per extra compile mode (unknown modes: ValueError, naming the known ones)."""
+    extra = []
+    for mode in compile_modes:
+        if mode not in COMPILE_MODES:
+            raise ValueError(f"unknown torch.compile mode {mode!r}: one of {', '.join(COMPILE_MODES)}")
+        if mode != "default" and mode not in extra:
+            extra.append(mode)
+    return KINDS + tuple(Reference(ReferenceKind.COMPILE, mode) for mode in extra)
+
+
 # `dynamic=False`: every shape gets its own specialised graph, as a deployment at fixed shapes compiles it. The check
 # plan calls many shapes before the benchmark ones, so with automatic dynamic shapes the timed shapes would run a
 # symbolic-shape graph (and its outputs carry dynamo's per-instance attributes, which the worker refuses). Dynamo's
 # default of 8 graphs per function would send the later shapes, the benchmark ones among them, back to eager.
 RECOMPILE_LIMIT = 64
 
-_NATIVE_TRAILER = {
-    ReferenceKind.EAGER: (
-        "\n\n# ---- kernel-agent: the problem's own reference as the kernel (a trusted reference point) ----\n"
-        "def kernel(*inputs):\n"
-        "    return reference(*inputs)\n"
-    ),
-    ReferenceKind.COMPILE: (
+
+def _compile_args(ref: Reference) -> str:
+    return "dynamic=False" + (f", mode={ref.mode!r}" if ref.mode else "")
+
+
+def _native_trailer(ref: Reference) -> str:
+    if ref.kind is ReferenceKind.EAGER:
+        return (
+            "\n\n# ---- kernel-agent: the problem's own reference as the kernel (a trusted reference point) ----\n"
+            "def kernel(*inputs):\n"
+            "    return reference(*inputs)\n"
+        )
+    return (
         "\n\n# ---- kernel-agent: torch.compile of the problem's own reference (a trusted reference point) ----\n"
         "import torch as _ka_torch\n\n"
         f"_ka_torch._dynamo.config.recompile_limit = {RECOMPILE_LIMIT}\n"
-        "_ka_compiled = _ka_torch.compile(reference, dynamic=False)\n\n\n"
+        f"_ka_compiled = _ka_torch.compile(reference, {_compile_args(ref)})\n\n\n"
         "def kernel(*inputs):\n"
         "    return _ka_compiled(*inputs)\n"
-    ),
-}
+    )
+
+
 # A KernelBench candidate is `ModelNew`, built with the reference's weights (load_state_dict, strict). A factory
 # keeps the state dict's keys: `torch.compile(model)` would prefix them with `_orig_mod.`.
-_KERNELBENCH_TRAILER = {
-    ReferenceKind.EAGER: "\n\nModelNew = Model\n",
-    ReferenceKind.COMPILE: (
+def _kernelbench_trailer(ref: Reference) -> str:
+    if ref.kind is ReferenceKind.EAGER:
+        return "\n\nModelNew = Model\n"
+    return (
         "\n\n# ---- kernel-agent: torch.compile of the Model's forward (a trusted reference point) ----\n"
         "import torch as _ka_torch\n\n"
         f"_ka_torch._dynamo.config.recompile_limit = {RECOMPILE_LIMIT}\n\n\n"
         "def ModelNew(*args):\n"
         "    model = Model(*args)\n"
-        "    model.forward = _ka_torch.compile(model.forward, dynamic=False)\n"
+        f"    model.forward = _ka_torch.compile(model.forward, {_compile_args(ref)})\n"
         "    return model\n"
-    ),
-}
+    )
 
 
-def reference_source(problem: Problem, kind: ReferenceKind) -> str:
+def reference_source(problem: Problem, kind: Reference) -> str:
     """The trusted kernel module of one reference point: the problem's own file and a generated entry point."""
-    trailer = _KERNELBENCH_TRAILER if problem.kind == "kernelbench" else _NATIVE_TRAILER
-    return problem.reference_source.rstrip("\n") + "\n" + trailer[kind]
+    trailer = _kernelbench_trailer if problem.kind == "kernelbench" else _native_trailer
+    return problem.reference_source.rstrip("\n") + "\n" + trailer(kind)
 
 
 @dataclass(frozen=True)
 class ReferencePoint:
     """One reference point's speedup over the baseline, or why there is none (a compile failure, in one line)."""
 
-    kind: ReferenceKind
+    kind: Reference
     status: str
     speedup: float | None = None  # the baseline's time / the reference's time, from their own A/B run
     ci: tuple[float, float] | None = None
@@ -108,7 +153,7 @@ class ReferencePoint:
     def from_json(cls, data: dict[str, Any]) -> ReferencePoint:
         ci = data.get("ci")
         return cls(
-            kind=ReferenceKind(data["kind"]),
+            kind=Reference.of(data["kind"]),
             status=str(data["status"]),
             speedup=data.get("speedup"),
             ci=(float(ci[0]), float(ci[1])) if ci else None,
@@ -120,7 +165,7 @@ class ReferencePoint:
         )
 
 
-def point_of(kind: ReferenceKind, verdict: Verdict) -> ReferencePoint:
+def point_of(kind: Reference, verdict: Verdict) -> ReferencePoint:
     """A reference's verdict as a point: its speedup when it verified and was timed, else its status and reason."""
     from kernel_agent.measure.stats import typical_ms
 
@@ -153,13 +198,13 @@ def first_line(text: str, limit: int = 300) -> str:
 class ReferenceJob:
     """What to evaluate for one reference point: `evaluate(job.problem, job.source, job.options)`."""
 
-    kind: ReferenceKind
+    kind: Reference
     problem: Problem
     source: str
     options: Any  # evaluate.pipeline.EvalOptions
 
 
-def reference_job(problem: Problem, kind: ReferenceKind, options: Any) -> ReferenceJob:
+def reference_job(problem: Problem, kind: Reference, options: Any) -> ReferenceJob:
     """A reference point evaluated as a candidate is, with the torch backend (the problem file's text must not
     pick another) and no profile, on the benchmark shapes only: the reference is trusted, and each odd check
     shape would cost inductor a compile (seconds on two cores) for nothing the speedup uses. Every timed
@@ -172,7 +217,7 @@ def reference_job(problem: Problem, kind: ReferenceKind, options: Any) -> Refere
     )
 
 
-def measure_reference(problem: Problem, kind: ReferenceKind, options: Any) -> tuple[ReferencePoint, Verdict]:
+def measure_reference(problem: Problem, kind: Reference, options: Any) -> tuple[ReferencePoint, Verdict]:
     """Evaluate one reference point against the baseline here (no executor, nothing stored)."""
     from kernel_agent.evaluate.pipeline import evaluate
 

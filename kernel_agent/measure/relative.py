@@ -75,8 +75,10 @@ def point_relative(point: dict[str, Any] | None) -> Relative:
 
 
 def speedups_vs(candidate: Relative, points: dict[str, dict[str, Any]]) -> dict[str, Relative]:
-    """`speedup_vs`: the candidate against the baseline, torch eager and torch.compile."""
-    return {"baseline": candidate, **{kind: versus(candidate, point_relative(points.get(kind))) for kind in REFERENCES}}
+    """`speedup_vs`: the candidate against the baseline, torch eager and torch.compile, then any extra
+    compile modes that were measured (`compile:MODE`, from `--compile-mode`)."""
+    kinds = [*REFERENCES, *sorted(k for k in points if k not in REFERENCES)]
+    return {"baseline": candidate, **{kind: versus(candidate, point_relative(points.get(kind))) for kind in kinds}}
 
 
 def speedup_vs_json(candidate: Relative, points: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

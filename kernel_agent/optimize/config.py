@@ -30,6 +30,12 @@ class SearchConfig:
     roofline_stop: float = option(
         0.9, minimum=0, help="Stop a kernel once its best reaches this fraction of the roofline floor (0: never)."
     )
+    seeds: bool = option(
+        False,
+        flag="--seeds/--no-seeds",
+        help="Evaluate each problem folder's hand-written candidates/*.py first, as round-0 candidates "
+        "the search can start from.",
+    )
 
 
 @dataclass(frozen=True)

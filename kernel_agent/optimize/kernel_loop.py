@@ -20,6 +20,7 @@ from kernel_agent.core.config import ReferenceConfig
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.db.session import Database
 from kernel_agent.evaluate.pipeline import EvalOptions, run_device
+from kernel_agent.evaluate.references import references
 from kernel_agent.measure.stats import typical_ms
 from kernel_agent.optimize.budget import Budget
 from kernel_agent.optimize.config import BudgetLimits, SearchConfig
@@ -31,6 +32,7 @@ from kernel_agent.optimize.search_state import TERMINAL, Candidate, KernelResult
 from kernel_agent.problem.footprint import TOO_LARGE
 from kernel_agent.problem.load import Problem
 from kernel_agent.propose.base import ProposalBatch, ProposalContext, Provider
+from kernel_agent.propose.seeds import seed_proposals
 
 __all__ = ["TERMINAL", "KernelLoop", "KernelResult", "KernelStatus", "LoopOptions", "Progress", "Shared"]
 
@@ -117,6 +119,8 @@ class KernelLoop:
         profile = self.profiles.of(baseline, role="baseline")
         if not self._evaluate_all(self.stored.unevaluated):  # in flight when an earlier invocation was killed
             return self._stopped()
+        if self.options.search.seeds and not self._evaluate_all(self._seeds()):
+            return self._stopped()
         for round_index in state.rounds_left():
             if self.shared.stop.is_set() or self.budget.reached():
                 return self._stopped()
@@ -155,6 +159,14 @@ class KernelLoop:
         assert self.state.baseline is not None
         return self.state.baseline
 
+    def _seeds(self) -> list[Candidate]:
+        """The problem folder's hand-written candidates, stored as round 0 (each once: a resumed run skips them)."""
+        proposals = seed_proposals(self.problem)
+        if proposals:
+            self.progress("round", {"kernel": self.problem.name, "round": 0})
+        stored = (self.recorder.proposal(self.state, p, [], 0) for p in proposals)
+        return [c for c in stored if c is not None]
+
     def _references(self, measure: bool) -> None:
         """torch eager and torch.compile of the reference, against the same baseline: stored once per problem
         and device fingerprint, measured through the executor like any candidate when missing (or stale under
@@ -171,7 +183,13 @@ class KernelLoop:
             self.progress("references", {"kernel": self.problem.name, "reference": str(kind)})
 
         points = reference_points(
-            self.db, self.problem, self._eval_options("never"), evaluate if measure else None, since, announce
+            self.db,
+            self.problem,
+            self._eval_options("never"),
+            evaluate if measure else None,
+            since,
+            announce,
+            references(config.compile_modes),
         )
         self.references = {kind.value: point.to_json() for kind, point in points.items()}
 

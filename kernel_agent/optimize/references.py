@@ -11,7 +11,7 @@ from kernel_agent.db.references import store_point, stored_points
 from kernel_agent.db.session import Database
 from kernel_agent.db.writes import problem_hash
 from kernel_agent.evaluate.pipeline import EvalOptions, run_device
-from kernel_agent.evaluate.references import KINDS, ReferenceKind, ReferencePoint, point_of, reference_job
+from kernel_agent.evaluate.references import KINDS, Reference, ReferencePoint, point_of, reference_job
 from kernel_agent.problem.load import Problem
 
 Measure = Callable[[Problem, str, EvalOptions], Verdict]  # evaluate(), or an executor's submit(...).result()
@@ -23,8 +23,9 @@ def reference_points(
     options: EvalOptions,
     measure: Measure | None,
     remeasure_since: datetime | None = None,
-    announce: Callable[[ReferenceKind], None] | None = None,
-) -> dict[ReferenceKind, ReferencePoint]:
+    announce: Callable[[Reference], None] | None = None,
+    kinds: tuple[Reference, ...] = KINDS,
+) -> dict[Reference, ReferencePoint]:
     """Each kind's point: stored, or measured now; a point stored before `remeasure_since` is measured again
     (a resumed `--remeasure-references` run does not redo the ones it already replaced). Without `measure`,
     the stored points only."""
@@ -33,8 +34,8 @@ def reference_points(
     fingerprint = fingerprint_key(run_device(problem, options.device), options.threads)
     digest = problem_hash(problem)
     stored = stored_points(db, digest, fingerprint)
-    found: dict[ReferenceKind, ReferencePoint] = {}
-    for kind in KINDS:
+    found: dict[Reference, ReferencePoint] = {}
+    for kind in kinds:
         known = stored.get(kind)
         stale = known is not None and remeasure_since is not None and known.measured_at < remeasure_since
         if known is not None and (not stale or measure is None):

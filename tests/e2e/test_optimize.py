@@ -4,6 +4,7 @@ OpenAI-compatible server, real sandboxed evaluations, a real SQLite file."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -278,3 +279,29 @@ def test_bad_input_is_one_line_exit_2_and_loses_nothing(tmp_path: Path) -> None:
 def dump(db: Path) -> str:
     with sqlite3.connect(db) as connection:
         return "\n".join(connection.iterdump())
+
+
+def test_seeds_are_evaluated_first_and_the_search_starts_from_the_best(tmp_path: Path) -> None:
+    problem = tmp_path / "softmax64"
+    shutil.copytree(SOFTMAX, problem)
+    (problem / "candidates").mkdir()
+    shutil.copy(CANDIDATES / "fused_softmax64.py", problem / "candidates" / "fused.py")
+    shutil.copy(CANDIDATES / "syntax_error.py", problem / "candidates" / "broken.py")
+    proc = run_cli(
+        "optimize", str(problem), "--db", str(tmp_path / "runs.db"), "--sandbox", str(tmp_path / "sandbox"),
+        "--threads", "1", "--json", "--seeds", "--rounds", "1", "--samples", "1",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seeds = rows(
+        tmp_path / "runs.db",
+        "select c.id, c.note, c.round, e.status from candidates c join evaluations e on e.candidate_id = c.id "
+        "where c.origin = 'seed' order by c.note",
+    )
+    assert [(note, round_, status) for _, note, round_, status in seeds] == [
+        ("seed candidates/broken.py", 0, "compile_error"),
+        ("seed candidates/fused.py", 0, "faster"),
+    ]
+    fused_id = seeds[1][0]
+    searched = rows(tmp_path / "runs.db", "select parent_id, note from candidates where origin = 'search'")
+    assert searched == [(fused_id, "CHUNK=256")]  # the tunables move on the accepted seed, not on the baseline
+    assert json.loads(proc.stdout)["kernels"][0]["status"] == "improved"
