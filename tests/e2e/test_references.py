@@ -104,3 +104,16 @@ def test_eval_json_carries_speedup_vs_and_a_kernelbench_eager_point_is_its_model
     assert 0.7 < eager["speedup"] < 1.4
     # A candidate's speedup over eager is its speedup over the baseline over eager's.
     assert vs["eager"]["value"] == verdict["speedup"] / eager["speedup"]
+
+
+def test_a_compile_mode_adds_its_own_point_and_column(tmp_path: Path) -> None:
+    result = optimize(tmp_path, "--references", "--compile-mode", "max-autotune-no-cudagraphs")
+    stored = points(tmp_path / "runs.db")
+    assert [row[1] for row in stored] == ["compile", "compile:max-autotune-no-cudagraphs", "eager"]
+    mode_row = stored[1]
+    assert mode_row[3] is None and "fake" in json.loads(mode_row[5])["reason"]  # its own failure, recorded
+    kernel = result["kernels"][0]
+    assert kernel["references"]["compile:max-autotune-no-cudagraphs"]["kind"] == "compile:max-autotune-no-cudagraphs"
+    assert list(kernel["speedup_vs"]) == ["baseline", "eager", "compile", "compile:max-autotune-no-cudagraphs"]
+    bad = run_cli("optimize", str(UNCOMPILABLE), "--db", str(tmp_path / "runs.db"), "--compile-mode", "fastest")
+    assert bad.returncode == 2 and "unknown torch.compile mode 'fastest'" in bad.stderr

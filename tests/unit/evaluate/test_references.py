@@ -44,7 +44,7 @@ def test_each_reference_source_is_the_problem_file_and_passes_the_static_checks(
     tree = ast.parse(source)
     assert defines(tree, problem.entry_point)
     assert not [f for f in get_backend("torch").lint(tree, source) if f.hard]
-    assert ("torch.compile(" in source) == (kind.kind == Reference(ReferenceKind.COMPILE))
+    assert ("torch.compile(" in source) == (kind.kind == ReferenceKind.COMPILE)
     assert ("mode='max-autotune-no-cudagraphs'" in source) == (kind.mode == "max-autotune-no-cudagraphs")
 
 
@@ -76,7 +76,8 @@ def test_a_failed_reference_is_a_point_with_its_reason() -> None:
 
 def test_compile_modes_add_named_points_after_eager_and_compile() -> None:
     found = references(["max-autotune-no-cudagraphs", "default", "max-autotune-no-cudagraphs", "reduce-overhead"])
-    assert [r.value for r in found] == ["eager", "compile", "compile:max-autotune-no-cudagraphs", "compile:reduce-overhead"]
+    names = ["eager", "compile", "compile:max-autotune-no-cudagraphs", "compile:reduce-overhead"]
+    assert [r.value for r in found] == names
     assert found[:2] == KINDS
     assert all(Reference.of(r.value) == r for r in found)
     with pytest.raises(ValueError, match="unknown torch.compile mode 'fast'"):
