@@ -115,6 +115,8 @@ def main() -> None:
     for index in range(args.aa):
         for mode in MODES if index % 2 == 0 else MODES[::-1]:
             aa.append(one(aa_folder, "itself", aa_source, mode, args.sandbox))
+            if aa[-1].status == "faster":  # a false accept: say which, with its numbers
+                console.print(f"A/A false accept ({mode}): {aa[-1].speedup:.3f}x {aa[-1].ci}, rounds {aa[-1].rounds}")
         if (index + 1) % 10 == 0:
             console.print(f"A/A {index + 1}/{args.aa}", highlight=False)
     summary = Table(title="Summary by mode (medians over verdicts)")
