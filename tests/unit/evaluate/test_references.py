@@ -65,6 +65,7 @@ def test_a_job_checks_only_the_benchmark_shapes_with_the_torch_backend() -> None
     job = reference_job(problem, Reference(ReferenceKind.COMPILE), EvalOptions(threads=1, profile="always"))
     assert job.problem.check_shapes == [] and job.problem.shapes == problem.shapes
     assert job.options.backend == "torch" and job.options.profile == "never"
+    assert job.options.sequential is False  # a stored point is timed every round: its interval divides every speedup
 
 
 def test_a_failed_reference_is_a_point_with_its_reason() -> None:
