@@ -46,8 +46,10 @@ def test_fixture_verdict(tmp_path: Path, fixture) -> None:
     else:
         assert verdict.speedup is None
     if fixture.name == "ok_baseline_itself":
+        # A 95% interval misses 1.0 now and then (CI: [1.006, ...] once, `correct`); what must hold is that an
+        # honest copy reads within the per-process band around 1 and its interval never clears the bar.
         low, high = verdict.speedup_ci
-        assert low <= 1.0 <= high
+        assert 0.85 < verdict.speedup < 1.18 and low <= 1.02 and high >= 0.98, verdict.speedup_ci
     if fixture.name in ("ok_faster", "ok_per_shape_tuned", "ok_try_except", "b34_stop_the_baseline"):
         assert verdict.speedup_ci[0] > 1.02
     assert_no_stale_processes(sandbox_root)

@@ -46,11 +46,13 @@ def test_triton_examples_verify_under_the_interpreter(folder: Path, tmp_path: Pa
 
 @pytest.mark.parametrize("folder", FUSED, ids=lambda p: p.name)
 def test_fused_cpu_candidates_verify_and_beat_their_baselines(folder: Path, tmp_path: Path) -> None:
-    """One timing round (about 20 s each here): the checks are the full plan, the speedup a coarse one.
-    The margin against torch eager is measured by `kernel-agent eval --json` (examples/README.md)."""
+    """Three timing rounds: the checks are the full plan, the speedup a coarse one. With one round the timer
+    rule had a handful of requests per side and once named the honest gelu_layernorm kernel (CI, 2.8 ms per
+    request beyond the baseline's). The margin against torch eager is measured by `kernel-agent eval --json`
+    (examples/README.md)."""
     problem = load_problem(folder)
     source = (folder / "candidates" / "fused.py").read_text()
-    verdict = evaluate(problem, source, EvalOptions(sandbox_root=tmp_path, device="cpu", timing_rounds=1))
+    verdict = evaluate(problem, source, EvalOptions(sandbox_root=tmp_path, device="cpu", timing_rounds=3))
     # On a quiet machine the vectorised cross-entropy reads about 11x its scalar baseline: flagged for a human
     # by the 10x sanity bound, and by nothing else, is the bound doing its job.
     sanity_only = (
