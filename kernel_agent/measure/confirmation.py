@@ -3,7 +3,7 @@
 Two processes running the same kernel keep a speed difference for their whole life: where their
 memory landed, physically, decides cache conflicts, and no resampling of rounds within one pair
 can see it. On this project's 2-core VMs an honest copy of the softmax64 baseline measured up to
-1.14x against its baseline in one pair (2 of 8 runs of the b26 fixture read `faster`, 2026-12-01),
+1.14x against its baseline in one pair (3 of 17 runs of the b26 fixture read `faster`, 2026-12-01),
 past the 8% systematic term the interval carries (`stats.PROCESS_EFFECT`).
 
 A gain that large is rarely drawn twice by independent pairs. So a `faster` verdict whose point
@@ -16,8 +16,9 @@ softmax stops at round 5 with a low end near 1.05) and would send every early wi
 
 from __future__ import annotations
 
-import math
 from typing import Any
+
+from kernel_agent.measure.stats import geometric_mean
 
 CONFIRM_BELOW = 1.3  # honest copies reached 1.14-1.18x in one pair (stats.PROCESS_EFFECT), plus round noise
 
@@ -27,10 +28,6 @@ def needs_confirmation(estimate: dict[str, Any], min_gain: float) -> bool:
     return estimate["speedup_ci"][0] > 1 + min_gain and estimate["speedup"] < CONFIRM_BELOW
 
 
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 def combined(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
     """The timing of record over two pairs: the second's record, with the point, the interval and the
     per-shape medians taken over both (geometric means, so each shape's ratio still gives the point),
@@ -38,8 +35,8 @@ def combined(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
     pairs = [first, second]
     per_shape = []
     for shapes in zip(first.get("per_shape") or [], second.get("per_shape") or []):
-        base = _geomean([s["baseline_median_ms"] for s in shapes])
-        cand = _geomean([s["candidate_median_ms"] for s in shapes])
+        base = geometric_mean([s["baseline_median_ms"] for s in shapes])
+        cand = geometric_mean([s["candidate_median_ms"] for s in shapes])
         per_shape.append(
             {
                 **shapes[1],
@@ -51,7 +48,7 @@ def combined(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
         )
     return {
         **second,
-        "speedup": _geomean([p["speedup"] for p in pairs]),
+        "speedup": geometric_mean([p["speedup"] for p in pairs]),
         "speedup_ci": [min(p["speedup_ci"][0] for p in pairs), max(p["speedup_ci"][1] for p in pairs)],
         "ci_level": "hull of two process pairs' " + " and ".join(p.get("ci_level", "95%") for p in pairs),
         "per_shape": per_shape or second.get("per_shape", []),

@@ -57,6 +57,11 @@ class SpeedupEstimate:
     statistical_ci: list[float] = field(default_factory=list)
 
 
+def geometric_mean(values) -> float:
+    """exp(mean(log(values))): speedups and efficiencies combine by ratio, not by difference."""
+    return float(np.exp(np.mean(np.log(np.asarray(values, dtype=float)))))
+
+
 def valid_samples(samples: list[float]) -> bool:
     """Every sample must be finite and positive (a forged 0 or NaN is tampering)."""
     return bool(samples) and all(isinstance(s, (int, float)) and math.isfinite(s) and s > 0 for s in samples)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kernel_agent.measure.stats import geometric_mean
 from kernel_agent.select.abstain import Abstaining
 from kernel_agent.select.base import Context, Pick, Selector
 from kernel_agent.select.table import GroundTruth
@@ -162,7 +163,7 @@ def _summary(name: str, pool: int, rows: list[ShapeScore]) -> SelectorScore:
         name=name,
         pool=pool,
         shapes=len(rows),
-        geomean=_geomean(efficiency),
+        geomean=geometric_mean(efficiency),
         p10=float(np.percentile(efficiency, 10)),
         worst=float(efficiency.min()),
         top1=sum(r.top1 for r in rows) / len(rows),
@@ -171,16 +172,12 @@ def _summary(name: str, pool: int, rows: list[ShapeScore]) -> SelectorScore:
         wins=sum(1 for v in ratios if v > 1 + TIE),
         ties=sum(1 for v in ratios if 1 / (1 + TIE) <= v <= 1 + TIE),
         losses=sum(1 for v in ratios if v < 1 / (1 + TIE)),
-        vs_default=_geomean(np.asarray(ratios)) if ratios else None,
+        vs_default=geometric_mean(ratios) if ratios else None,
         vs_default_ci=_bootstrap(ratios) if ratios else None,
         timed_fraction=float(np.mean([r.timed / pool for r in rows])),
         abstain_rate=sum(r.abstained for r in rows) / len(rows),
         per_shape=tuple(rows),
     )
-
-
-def _geomean(values: np.ndarray) -> float:
-    return float(np.exp(np.mean(np.log(values))))
 
 
 def _bootstrap(ratios: list[float], seed: int = 0) -> tuple[float, float]:
