@@ -88,6 +88,7 @@ class TimingJob:
     min_gain: float = 0.02
     sequential: bool = False  # stop once a look settles the decision (measure/sequential.py); `rounds` is the most
     min_rounds: int = MIN_ROUNDS
+    enforce_work_budget: bool = True  # False for trusted references: their excess work is recorded, not refused
 
 
 @dataclass
@@ -345,8 +346,10 @@ def timer_mismatch(candidate: list[Timed], baseline: list[Timed], device: str) -
     return None
 
 
-def _work_rules(job: TimingJob, samples: dict[str, Samples]) -> None:
-    """Reject a candidate whose sandbox did more work, or ran more tasks, than its budget allows.
+def _work_rules(job: TimingJob, samples: dict[str, Samples]) -> str | None:
+    """Reject a candidate whose sandbox did more work, or ran more tasks, than its budget allows (for a trusted
+    reference, return the reason instead: work outside its calls never shortens its time of record, so a
+    speedup against it is only understated).
 
     CPU is judged against the wall time from thaw to reply (not to the freeze: a thread stuck in
     the kernel could stretch that), with the accounting's own granularity as the only slack."""
@@ -354,22 +357,24 @@ def _work_rules(job: TimingJob, samples: dict[str, Samples]) -> None:
     cpu_ms = sum(t.cpu_ns for t in calls) / 1e6
     wall_ms = sum(t.wall_ns for t in calls) / 1e6
     allowed = wall_ms * job.threads * CORE_SLACK + CORE_MIN_MS.get(job.candidate.accounting.method, 40.0)
+    reason = None
     if cpu_ms > allowed:
-        raise TimingFailure(
-            "rejected",
+        reason = (
             f"the candidate's sandbox used {cpu_ms:.0f} ms of CPU during {wall_ms:.0f} ms of timed calls: "
-            f"more than its {job.threads} thread(s) allow",
+            f"more than its {job.threads} thread(s) allow"
         )
     cand, base = job.candidate.peak_tasks(), job.baseline.peak_tasks()
     what = "at once (peak)"
     if cand is None or base is None:
         cand, base, what = job.candidate.accounting.max_threads, job.baseline.accounting.max_threads, "while frozen"
-    if cand > base + job.threads + THREAD_SLACK:
-        raise TimingFailure(
-            "rejected",
+    if reason is None and cand > base + job.threads + THREAD_SLACK:
+        reason = (
             f"the candidate's sandbox ran {cand} threads {what} where "
-            f"the baseline's ran {base} (thread budget {job.threads})",
+            f"the baseline's ran {base} (thread budget {job.threads})"
         )
+    if reason is not None and job.enforce_work_budget:
+        raise TimingFailure("rejected", reason)
+    return reason
 
 
 def _records(job: TimingJob, samples: dict[str, Samples]) -> tuple[dict[str, list[list[list[float]]]], list[float]]:
@@ -394,7 +399,7 @@ def _summarize(
     inputs: list[str],
     stop: Look | None,
 ) -> tuple[dict[str, Any], list[str]]:
-    _work_rules(job, samples)
+    over_budget = _work_rules(job, samples)
     flags: list[str] = []
     for c in range(len(job.configs)):
         reason = timer_mismatch(samples["candidate"].flat(c), samples["baseline"].flat(c), job.device)
@@ -429,6 +434,7 @@ def _summarize(
         "clock": ("cuda events" if job.device == "cuda" else "worker perf_counter_ns")
         + ", bounded below by the orchestrator's clock per call less the baseline's overhead",
         "threads": job.threads,
+        "work_budget_exceeded": over_budget,
         "accounting": {"baseline": job.baseline.accounting.to_json(), "candidate": job.candidate.accounting.to_json()},
     }
     return result, flags

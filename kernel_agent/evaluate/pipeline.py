@@ -14,6 +14,8 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -60,6 +62,7 @@ class EvalOptions(EvalConfig):
     )
     profile_calls: int = 3
     gate: DeviceGate | NoGate = field(default_factory=NoGate, repr=False)  # shared by parallel evaluations
+    trusted_source: bool = False  # a reference point (never candidate code): its work budget is recorded only
 
     def __post_init__(self) -> None:
         if self.threads is None:  # "all cores", resolved here: the sandbox and the fingerprint need a number
@@ -118,7 +121,12 @@ class Evaluation:
         self.started = time.monotonic()
         self.durations: dict[str, float] = {}
         self.accounts: dict[str, dict] = {}  # CPU per phase of each side's sandbox, measured from outside
-        self.workdir = (options.sandbox_root / f"{problem.name}-{uuid.uuid4().hex[:12]}").resolve()
+        # Each side has its own work dir, the two of the same path length (a path's length shifts the heap
+        # layout, see sandbox.session.ROLE_TAGS): the candidate's sandbox binds only its own, so it never sees
+        # the baseline's source, config or compiled library (THREATS C1), not even while the baseline starts.
+        self.root = (options.sandbox_root / f"{problem.name}-{uuid.uuid4().hex[:12]}").resolve()
+        self.workdir = self.root / "cand"
+        self.baseline_dir = self.root / "base"
         self.verdict = Verdict(
             status="rejected",
             problem=problem.name,
@@ -129,7 +137,9 @@ class Evaluation:
 
     # ---- public ------------------------------------------------------------------
     def run(self) -> Verdict:
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o755)
+        self.workdir.mkdir(exist_ok=True)
         try:
             self._run()
         except StatusError as exc:  # every stage ends the same way: a status and a one-line reason
@@ -137,7 +147,7 @@ class Evaluation:
         finally:
             self.verdict.durations = {k: round(v, 4) for k, v in self.durations.items()}
             if not self.options.keep_workdir:
-                shutil.rmtree(self.workdir, ignore_errors=True)
+                shutil.rmtree(self.root, ignore_errors=True)
         self.verdict.reason = " ".join(self.verdict.reason.split())[:1000]
         return self.verdict
 
@@ -153,19 +163,16 @@ class Evaluation:
             self.segment = (
                 InputSegment()
             )  # one sealed input segment for both workers: each is frozen while the other runs
-            candidate = WorkerSession(
-                spec,
-                self.workdir,
-                self.isolation,
-                self.options.limits,
-                time.monotonic() + self.options.timeout,
-                self.segment,
-            )
+            candidate = self._session(spec)
+            baseline = None if prepared.interpreted else self._baseline_session(maker)
         try:
             with gate.shared(self.device):
                 started = time.perf_counter()
                 try:
-                    candidate.start()
+                    candidate.launch()
+                    if baseline is not None:
+                        baseline.launch()  # its interpreter and torch import overlap the candidate's checks
+                    candidate.ready()
                     candidate.load()
                 finally:
                     verdict.candidate_output = candidate.log_tail()
@@ -176,6 +183,11 @@ class Evaluation:
                 finally:
                     verdict.candidate_output = candidate.log_tail()
                 self._phase("verification", started)
+                if baseline is not None:
+                    started = time.perf_counter()
+                    with baseline_failure():
+                        baseline.ready()  # before the gate is released: its start never overlaps a timing
+                    self._phase("baseline_start", started)
             verdict.correct = True
             if prepared.interpreted:
                 verdict.status = "correct"
@@ -183,11 +195,13 @@ class Evaluation:
                     "verified under the Triton interpreter (CPU); timing needs a GPU, so no speedup is reported"
                 )
                 return
+            assert baseline is not None
             waiting = time.monotonic()
             with gate.exclusive(self.device):  # nothing else runs on this device while it is timed
                 candidate.deadline += time.monotonic() - waiting  # waiting for the device is not the candidate's time
+                baseline.deadline = time.monotonic() + self.options.timeout  # trusted: a fresh allowance to time it
                 started = time.perf_counter()
-                candidate = self._time(candidate, maker, plan)  # a fresh process when a small gain was confirmed
+                candidate = self._time(candidate, baseline, maker, plan)  # a fresh pair when a small gain is confirmed
                 self._phase("timing", started)
                 if self.options.profile == "always" or (
                     self.options.profile == "faster" and verdict.status in ("faster", "flagged")
@@ -197,9 +211,27 @@ class Evaluation:
                     self._phase("profile", started)
         finally:
             candidate.close()
+            if baseline is not None and "baseline" not in self.accounts:  # closed early: the candidate failed
+                baseline.close()
+                self.accounts["baseline"] = baseline.accounting.to_json()
             self.segment.close()
             self.accounts["candidate"] = candidate.accounting.to_json()
             verdict.accounting = dict(self.accounts)
+
+    def _session(self, spec: WorkerSpec, deadline: float | None = None) -> WorkerSession:
+        workdir = self.baseline_dir if spec.role == "baseline" else self.workdir
+        deadline = deadline if deadline is not None else time.monotonic() + self.options.timeout
+        return WorkerSession(spec, workdir, self.isolation, self.options.limits, deadline, self.segment)
+
+    def _baseline_session(self, maker: CaseMaker) -> WorkerSession:
+        """The baseline's session, built and written into its own work dir; launched beside the candidate's."""
+        self.baseline_dir.mkdir(exist_ok=True)
+        os.chmod(self.baseline_dir, 0o755)
+        baseline_path = self.baseline_dir / "base.py"  # as long as cand.py
+        write_trusted(baseline_path, self.problem.baseline_source.encode())
+        entry = "Model" if self.problem.kind == "kernelbench" else "kernel"
+        self.baseline_spec = self._spec("baseline", baseline_path, entry, self._baseline_prepared(), maker)
+        return self._session(self.baseline_spec)
 
     def _prepare(self) -> tuple[Prepared, CaseMaker, list[CaseSpec], Path]:
         """Static checks, trusted build and the check plan: everything before the candidate runs."""
@@ -382,35 +414,33 @@ class Evaluation:
                     "bits (nondeterministic or reads uninitialised memory)",
                 )
 
-    def _time(self, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]) -> WorkerSession:
+    def _time(
+        self, candidate: WorkerSession, baseline: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]
+    ) -> WorkerSession:
         """The A/B timing and the decision; a small gain is timed again on a fresh pair of processes
         (measure/confirmation.py). Returns the candidate session in use afterwards."""
-        problem, options, verdict = self.problem, self.options, self.verdict
-        baseline_path = self.workdir / "base.py"
-        write_trusted(baseline_path, problem.baseline_source.encode())
-        baseline_spec = self._spec(
-            "baseline",
-            baseline_path,
-            "Model" if problem.kind == "kernelbench" else "kernel",
-            self._baseline_prepared(),
-            maker,
-        )
-        estimate, raised = self._time_against(baseline_spec, candidate, maker, plan)
+        options, verdict = self.options, self.verdict
+        estimate, raised = self._time_against(baseline, candidate, maker, plan)
         decision = self._decide(estimate, raised)
         if decision.status is Status.FASTER and needs_confirmation(estimate, options.min_gain):
             candidate.close()
             self.accounts["first_pair_candidate"] = candidate.accounting.to_json()
             self.accounts["first_pair_baseline"] = self.accounts.pop("baseline")
-            deadline = time.monotonic() + options.timeout
-            spec = candidate.spec
-            candidate = WorkerSession(spec, self.workdir, self.isolation, options.limits, deadline, self.segment)
+            candidate, baseline = self._session(candidate.spec), self._session(self.baseline_spec)
             try:
-                candidate.start()
+                candidate.launch()
+                baseline.launch()  # the two start together, as the first pair did
+                candidate.ready()
                 candidate.load()
                 self._replay_checks(candidate, maker, plan)  # the same process history as the fresh baseline's
-                second, more = self._time_against(baseline_spec, candidate, maker, plan)
+                with baseline_failure():
+                    baseline.ready()
+                second, more = self._time_against(baseline, candidate, maker, plan)
             except BaseException:
                 candidate.close()  # run() closes only the session this method returns
+                if "baseline" not in self.accounts:
+                    baseline.close()
+                    self.accounts["baseline"] = baseline.accounting.to_json()
                 raise
             estimate, raised = combined(estimate, second), raised + more
             decision = self._decide(estimate, raised)
@@ -424,46 +454,43 @@ class Evaluation:
         return decide(estimate, raised, options.min_gain, options.sanity_speedup, self._roofline(estimate))
 
     def _time_against(
-        self, baseline_spec: WorkerSpec, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]
+        self, baseline: WorkerSession, candidate: WorkerSession, maker: CaseMaker, plan: list[CaseSpec]
     ) -> tuple[dict, list[str]]:
-        """One pair: a fresh baseline process against `candidate`, with the same check history first."""
+        """One pair: a ready baseline process against `candidate`, with the same check history first.
+        The baseline is closed here, whatever happens, and its accounting kept."""
         problem, options = self.problem, self.options
-        deadline = time.monotonic() + options.timeout
-        baseline = WorkerSession(baseline_spec, self.workdir, self.isolation, options.limits, deadline, self.segment)
         try:
-            with baseline:
-                try:
-                    baseline.load()
-                    self._replay_checks(baseline, maker, plan)
-                except WorkerFailure as exc:
-                    raise EvaluationError("runtime_error", f"the baseline itself failed: {exc.reason}") from None
-                configs = [(tuple(shape), dtype) for dtype in problem.dtypes for shape in problem.shapes]
-                missing = [c for c in configs if c not in self.output_bytes]
-                if missing:
-                    raise EvaluationError(
-                        "rejected",
-                        f"no checked case for shape {list(missing[0][0])} {missing[0][1]}: "
-                        "cannot audit its timed outputs",
-                    )
-                job = TimingJob(
-                    configs=configs,
-                    maker=maker,
-                    candidate=candidate,
-                    baseline=baseline,
-                    device=self.device,
-                    threads=options.threads,
-                    rounds=options.timing_rounds,
-                    target_block_ms=options.target_block_ms,
-                    audit_fraction=options.audit_fraction,
-                    timeout=options.timeout,
-                    tolerance=self._tolerance,
-                    output_bytes=self.output_bytes,
-                    min_gain=options.min_gain,
-                    sequential=options.sequential,
+            with baseline_failure():
+                baseline.load()
+                self._replay_checks(baseline, maker, plan)
+            configs = [(tuple(shape), dtype) for dtype in problem.dtypes for shape in problem.shapes]
+            missing = [c for c in configs if c not in self.output_bytes]
+            if missing:
+                raise EvaluationError(
+                    "rejected",
+                    f"no checked case for shape {list(missing[0][0])} {missing[0][1]}: cannot audit its timed outputs",
                 )
-                return measure_speedup(job)
+            job = TimingJob(
+                configs=configs,
+                maker=maker,
+                candidate=candidate,
+                baseline=baseline,
+                device=self.device,
+                threads=options.threads,
+                rounds=options.timing_rounds,
+                target_block_ms=options.target_block_ms,
+                audit_fraction=options.audit_fraction,
+                timeout=options.timeout,
+                tolerance=self._tolerance,
+                output_bytes=self.output_bytes,
+                min_gain=options.min_gain,
+                sequential=options.sequential,
+                enforce_work_budget=not options.trusted_source,  # the timer rule still applies: it could flatter us
+            )
+            return measure_speedup(job)
         finally:
-            self.accounts["baseline"] = baseline.accounting.to_json()  # after close: its peak memory is read there
+            baseline.close()  # before its accounting is read: the peak memory is read at close
+            self.accounts["baseline"] = baseline.accounting.to_json()
 
     def _roofline(self, estimate: dict) -> list[dict]:
         """Work, ceilings and floors per benchmark shape on this device (stored for the report's chart);
@@ -533,11 +560,20 @@ class Evaluation:
             return get_backend(baseline_backend).prepare(
                 self.problem.baseline_source,
                 self.device,
-                self.workdir / "base",
+                self.baseline_dir / "base",
                 self._build_context(time.monotonic() + self.options.timeout),
             )
         except BuildFailed as exc:
             raise EvaluationError("runtime_error", f"the baseline failed to build: {exc}") from None
+
+
+@contextmanager
+def baseline_failure() -> Iterator[None]:
+    """The baseline's own failure (it is trusted code) is the evaluation's runtime error, not the candidate's."""
+    try:
+        yield
+    except WorkerFailure as exc:
+        raise EvaluationError("runtime_error", f"the baseline itself failed: {exc.reason}") from None
 
 
 def default_build_store() -> Path:

@@ -216,7 +216,7 @@ def reference_job(problem: Problem, kind: Reference, options: Any) -> ReferenceJ
         kind,
         replace(problem, check_shapes=[]),
         reference_source(problem, kind),
-        replace(options, backend="torch", profile="never", sequential=False),
+        replace(options, backend="torch", profile="never", sequential=False, trusted_source=True),
     )
 
 

@@ -29,7 +29,19 @@ def test_a_confirmed_gain_comes_from_two_independent_pairs(tmp_path, monkeypatch
     for key in ("first_pair_candidate", "first_pair_baseline", "candidate", "baseline"):
         assert accounts[key]["phases"]["timed"]["requests"] > 0, key
         assert accounts[key]["phases"]["check"]["requests"] > 0, key
+        assert accounts[key]["peak_rss_mb"] > 0, key  # every process was closed before its accounting was read
     assert accounts["candidate"]["phases"]["start"]["wall_ms"] > 0
+    assert "baseline_start" in verdict.durations  # the baseline was launched beside the candidate, ready at its end
+
+
+def test_a_candidate_that_fails_its_checks_leaves_no_baseline_running(tmp_path) -> None:
+    """The baseline is launched beside the candidate: when the candidate is wrong, it is closed all the same."""
+    source = (CANDIDATES / "faster.py").read_text().replace("dim=-1)", "dim=-1) * 1.5", 1)
+    assert source != (CANDIDATES / "faster.py").read_text()
+    verdict = evaluate(load_problem(SOFTMAX), source, EvalOptions(sandbox_root=tmp_path / "sb", threads=1))
+    assert verdict.status == "incorrect", verdict.reason
+    assert "load" not in verdict.accounting["baseline"]["phases"]  # launched, never given its kernel
+    assert not list((tmp_path / "sb").glob("*/")), "the evaluation's folder was not removed"
 
 
 def test_a_clear_gain_is_timed_once(tmp_path) -> None:

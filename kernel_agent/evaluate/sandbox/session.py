@@ -186,10 +186,17 @@ class WorkerSession:
         self._cpu_at_thaw = 0
         self.disk_reason: str | None = None  # set by the disk watchdog when the sandbox wrote past its quota
         self._watchdog: threading.Thread | None = None
+        self._launched_ns = 0
 
     # ---- lifecycle ---------------------------------------------------------
     def start(self) -> None:
         """Start the worker and wait until it is ready, frozen, before any candidate code runs."""
+        self.launch()
+        self.ready()
+
+    def launch(self) -> None:
+        """Start the worker's process without waiting for it: its interpreter and torch import can
+        overlap other work (the baseline's start overlaps the candidate's checks). `ready()` follows."""
         spec, tag = self.spec, self.tag
         log = self.workdir / f"{tag}.log"
         config = {
@@ -286,7 +293,12 @@ class WorkerSession:
             "cpuset " + self.cpuset.read("cpuset.cpus") if self.cpuset is not None else ("affinity" if cpus else "any")
         )
         self.accounting = Accounting(method=self.control.accounting(), cores=pinned)
-        began = time.perf_counter_ns()
+        self._launched_ns = time.perf_counter_ns()
+
+    def ready(self) -> None:
+        """Wait for the launched worker's "ready" and freeze it: no code of its kernel has run yet."""
+        assert self.control is not None, "launch() first"
+        began = self._launched_ns
         self._receive()  # "ready": the worker imported torch and nothing else
         worker_pid = self.control.adopt_worker()
         try:
@@ -341,7 +353,8 @@ class WorkerSession:
         """Kill everything the worker started and release the pipes, segments and cgroup."""
         process = self.process
         if process is not None:
-            if process.poll() is None and self.control is not None and not self.control.frozen:
+            ready = self.memory is not None  # one launched but never ready is not listening yet: killed at once
+            if process.poll() is None and self.control is not None and ready and not self.control.frozen:
                 try:
                     channel.send(self.to_worker, {"cmd": "exit"})
                     process.wait(timeout=0.5)

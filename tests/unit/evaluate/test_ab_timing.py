@@ -8,17 +8,21 @@ call to the worker's own (thaw, IPC, bookkeeping), with load spikes of several m
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import numpy as np
+import pytest
 import torch
 
 from kernel_agent.evaluate.ab_timing import (
     MAX_CALLS_PER_REQUEST,
     Samples,
     Shape,
+    TimingFailure,
     TimingJob,
     _early_look,
     _single_threaded,
+    _work_rules,
     overhead_bound,
     records_ms,
     request_shape,
@@ -191,4 +195,25 @@ def test_the_timing_stops_at_the_first_look_that_settles_and_only_then() -> None
     assert _early_look(job_of(True, rounds=4), upto(4), 4) is None
     same = side(2.0, 2.0, 0.3, 13)
     close = {"baseline": Samples([base[:4]]), "candidate": Samples([same[:4]])}
-    assert _early_look(job_of(True), close, 4) is None  # an A/A pair is not plain after four rounds
+    even = _early_look(job_of(True), close, 4)  # an A/A pair: a gain past the bar is out of reach, never faster
+    assert even is not None and even.settled.value == "not faster" and even.ci[0] < 1.0 < even.ci[1]
+
+
+def test_the_work_budget_refuses_a_candidate_and_only_records_a_trusted_reference() -> None:
+    """Three times the CPU one thread allows: a candidate is rejected; a reference point (trusted code, whose
+    extra work could only understate a speedup against it) carries the reason instead."""
+    from types import SimpleNamespace
+
+    def process(threads: int) -> SimpleNamespace:
+        return SimpleNamespace(accounting=SimpleNamespace(method="cgroup cpu.stat", max_threads=threads),
+                               peak_tasks=lambda: threads)  # fmt: skip
+
+    busy = [[[Timed(1.0, [1.0], None, cpu_ns=3_000_000 * 10, window_ns=0, wall_ns=10_000_000, outputs=[])]]]
+    samples = {"candidate": Samples(busy), "baseline": Samples(busy)}
+    job = replace(job_of(True), candidate=process(1), baseline=process(1))
+    with pytest.raises(TimingFailure, match="more than its 1 thread"):
+        _work_rules(job, samples)
+    reason = _work_rules(replace(job, enforce_work_budget=False), samples)
+    assert reason is not None and "30 ms of CPU during 10 ms" in reason
+    calm = [[[Timed(1.0, [1.0], None, cpu_ns=9_000_000, window_ns=0, wall_ns=10_000_000, outputs=[])]]]
+    assert _work_rules(job, {"candidate": Samples(calm), "baseline": Samples(calm)}) is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernel_agent.measure.sequential import _T_999, MIN_ROUNDS, Settled, look, t_quantile
+from kernel_agent.measure.sequential import _T_95, _T_999, MIN_ROUNDS, Settled, look, t_quantile
 from kernel_agent.measure.stats import point_speedup
 
 
@@ -42,6 +42,21 @@ def test_a_modest_true_gain_is_never_cut_short_as_not_faster() -> None:
         assert settled is not Settled.NOT_FASTER, seed
 
 
+def test_an_equal_pair_stops_early_as_not_faster_and_never_as_faster() -> None:
+    """The one-sided 95% futility bound ends most A/A verdicts at the first look (at 99.9% none ended
+    before the last round); none of them is ever settled faster."""
+    seen = [first_settled(1.0, 1.0, seed) for seed in range(100)]
+    assert all(settled is not Settled.FASTER for _, settled in seen)
+    assert sum(n == MIN_ROUNDS and settled is Settled.NOT_FASTER for n, settled in seen) >= 90
+
+
+def test_a_gain_just_past_the_bar_is_rarely_cut_short() -> None:
+    """The futility stop's price is power: a true 1.12x (past 1.02 x 1.08) ends `not faster` at most at the 5%
+    per look the one-sided bound allows, summed over the looks, and in practice far less."""
+    cut = sum(first_settled(1.12, 1.0, seed)[1] is Settled.NOT_FASTER for seed in range(200))
+    assert cut / 200 <= 0.05
+
+
 def test_the_early_interval_of_a_settled_look_holds_the_bar_on_the_right_side() -> None:
     rng = np.random.default_rng(3)
     b, c = [rounds(1.5, 4, rng)], [rounds(1.0, 4, rng)]
@@ -66,5 +81,6 @@ def test_t_quantiles_are_the_tabled_ones_and_round_towards_the_wider_interval() 
     assert t_quantile(22) == _T_999[20] > _T_999[25]  # between tabled values: the wider one
     assert t_quantile(500) == _T_999[120]
     assert t_quantile(0) == float("inf")
+    assert t_quantile(3, _T_95) == 2.353 and t_quantile(22, _T_95) == _T_95[20]
     values = [t_quantile(df) for df in range(1, 200)]
     assert all(a >= b for a, b in zip(values, values[1:]))
