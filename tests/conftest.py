@@ -69,15 +69,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 REFERENCE_FLAGS = ("--references", "--no-references", "--remeasure-references", "--help")
+RETIME_FLAGS = ("--retime-best", "--no-retime-best", "--help")
 
 
 def cli_args(args: list[str] | tuple[str, ...]) -> list[str]:
     """`eval` and `optimize` with `--no-references` unless the test names a reference flag: torch eager and
     torch.compile points cost about 40-80 s per problem on two cores (inductor compiles in each sandbox), and
-    only the tests of reference points (test_references.py) need them."""
+    only the tests of reference points (test_references.py) need them. `optimize` also gets `--no-retime-best`
+    unless the test names that flag: re-timing a best with every round is one more full A/B per kernel, and
+    only its own test needs it."""
     args = list(args)
     if args and args[0] in ("eval", "optimize") and not any(flag in args for flag in REFERENCE_FLAGS):
         args.append("--no-references")
+    if args and args[0] == "optimize" and not any(flag in args for flag in RETIME_FLAGS):
+        args.append("--no-retime-best")
     return args
 
 

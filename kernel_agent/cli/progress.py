@@ -68,6 +68,8 @@ class LoopProgress:
             text = f"measuring the torch {data['reference']} reference point"
         elif kind == "evaluate":
             text = f"round {state['round']}: evaluating candidate {data['candidate']} {data.get('note', '')[:30]}"
+        elif kind == "retime":
+            text = f"re-timing candidate {data['candidate']} with all rounds"
         elif kind == "evaluated":
             state["evaluated"] += 1
             if data["status"] == "faster":

@@ -16,6 +16,13 @@ from sqlalchemy.types import TypeDecorator
 
 from kernel_agent.core.text import storable
 
+# Candidate origins of rows that measure a stored source rather than propose one: the baseline's A/A run and
+# a best candidate's re-timing with every round (optimize --retime-best). One list, so that every filter of
+# variants (review queue, export, status counts, best_verified) leaves out the same rows.
+BASELINE = "baseline"
+RETIME = "retime"
+MEASUREMENTS = (BASELINE, RETIME)
+
 
 class Text(TypeDecorator):
     """TEXT that can always be written: a lone surrogate (from a candidate's exception, an LLM reply,
@@ -117,7 +124,7 @@ class CandidateRow(Base):
     source_hash: Mapped[str | None] = mapped_column(ForeignKey("sources.hash"), nullable=True)
     normalized_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
     parent_id: Mapped[int | None] = mapped_column(ForeignKey("candidates.id"), nullable=True)
-    origin: Mapped[str] = mapped_column(String(40))  # baseline, search, openai, replay, ...
+    origin: Mapped[str] = mapped_column(String(40))  # baseline, retime (MEASUREMENTS), search, openai, seed, ...
     round: Mapped[int] = mapped_column(Integer, default=0)
     note: Mapped[str] = mapped_column(Text, default="")
     parse_error: Mapped[str | None] = mapped_column(Text, nullable=True)

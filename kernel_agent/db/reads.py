@@ -9,7 +9,17 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from kernel_agent.core.verdict import Status
-from kernel_agent.db.models import CandidateRow, EvaluationRow, LLMCallRow, ProblemRow, RunKernelRow, RunRow
+from kernel_agent.db.models import (
+    BASELINE,
+    MEASUREMENTS,
+    RETIME,
+    CandidateRow,
+    EvaluationRow,
+    LLMCallRow,
+    ProblemRow,
+    RunKernelRow,
+    RunRow,
+)
 from kernel_agent.db.references import points_seen_by
 from kernel_agent.db.review_reads import kernel_review, run_kernels
 from kernel_agent.db.session import Database
@@ -45,7 +55,7 @@ def run_detail(db: Database, run_id: int) -> dict[str, Any] | None:
                 session.scalars(
                     select(EvaluationRow.status)
                     .join(CandidateRow)
-                    .where(CandidateRow.run_kernel_id == k.id, CandidateRow.origin != "baseline")
+                    .where(CandidateRow.run_kernel_id == k.id, CandidateRow.origin.not_in(MEASUREMENTS))
                 ).all()
             )
             unparseable = session.scalar(
@@ -55,8 +65,7 @@ def run_detail(db: Database, run_id: int) -> dict[str, Any] | None:
             )
             if unparseable:
                 statuses["unparseable"] = unparseable
-            best = session.get(CandidateRow, k.best_candidate_id) if k.best_candidate_id else None
-            evaluation = best.evaluation if best is not None else None
+            record, evaluation = of_record(session, k)
             ci = [evaluation.ci_low, evaluation.ci_high] if evaluation and evaluation.ci_low is not None else None
             references = kernel_references(db, session, k)
             kernels.append(
@@ -70,6 +79,7 @@ def run_detail(db: Database, run_id: int) -> dict[str, Any] | None:
                     "speedup": k.best_speedup,
                     "speedup_ci": ci,
                     "best_candidate": k.best_candidate_id,
+                    "record_candidate": record,
                     "statuses": dict(statuses),
                     "references": references,
                     "speedup_vs": speedup_vs_json(over_baseline(k.best_speedup, ci, "no best candidate"), references),
@@ -167,21 +177,45 @@ def kernel_references(db: Database, session: Session, kernel: RunKernelRow) -> d
     environment = session.scalar(
         select(EvaluationRow.environment)
         .join(CandidateRow)
-        .where(CandidateRow.run_kernel_id == kernel.id, CandidateRow.origin == "baseline")
+        .where(CandidateRow.run_kernel_id == kernel.id, CandidateRow.origin == BASELINE)
     )
     if not environment:
         return {}
     return points_seen_by(db, kernel.problem.content_hash, environment)
 
 
+def of_record(session: Session, kernel: RunKernelRow) -> tuple[int | None, EvaluationRow | None]:
+    """The candidate and evaluation behind a kernel's number of record: its best's newest re-timing when that
+    read `faster` too (as optimize/search_state.py `of_record` chose), else the best's own evaluation."""
+    if kernel.best_candidate_id is None:
+        return None, None
+    retimed = session.execute(
+        select(CandidateRow.id, EvaluationRow)
+        .join(EvaluationRow, EvaluationRow.candidate_id == CandidateRow.id)
+        .where(
+            CandidateRow.run_kernel_id == kernel.id,
+            CandidateRow.origin == RETIME,
+            CandidateRow.parent_id == kernel.best_candidate_id,
+            EvaluationRow.status == Status.FASTER.value,
+        )
+        .order_by(CandidateRow.id.desc())
+        .limit(1)
+    ).first()
+    if retimed is not None:
+        return retimed[0], retimed[1]
+    best = session.get(CandidateRow, kernel.best_candidate_id)
+    return kernel.best_candidate_id, best.evaluation if best is not None else None
+
+
 def best_verified(session: Session, run_kernel_id: int) -> float | None:
-    """The best point speedup among a kernel's verified candidates (the baseline's own A/A run is not one)."""
+    """The best point speedup among a kernel's verified candidates (measurements, the baseline's A/A run and a
+    re-timing, are not candidates)."""
     return session.scalar(
         select(func.max(EvaluationRow.speedup))
         .join(CandidateRow)
         .where(
             CandidateRow.run_kernel_id == run_kernel_id,
-            CandidateRow.origin != "baseline",
+            CandidateRow.origin.not_in(MEASUREMENTS),
             EvaluationRow.status.in_(VERIFIED),
         )
     )

@@ -14,7 +14,16 @@ from typing import Any
 
 from sqlalchemy import select
 
-from kernel_agent.db.models import CandidateRow, EvaluationRow, ProblemRow, ReviewRow, RunKernelRow, RunRow, SourceRow
+from kernel_agent.db.models import (
+    MEASUREMENTS,
+    CandidateRow,
+    EvaluationRow,
+    ProblemRow,
+    ReviewRow,
+    RunKernelRow,
+    RunRow,
+    SourceRow,
+)
 from kernel_agent.db.session import Database, resolve_url
 
 SHIPPABLE = ("faster", "flagged")
@@ -133,6 +142,13 @@ def candidate_exists(db: Database, candidate_id: int) -> bool:
         return session.get(CandidateRow, candidate_id) is not None
 
 
+def candidate_origin(db: Database, candidate_id: int) -> tuple[str, int | None] | None:
+    """(origin, parent id) of a stored candidate, or None when there is no such candidate."""
+    with db.session() as session:
+        row = session.get(CandidateRow, candidate_id)
+        return None if row is None else (row.origin, row.parent_id)
+
+
 def _record(c: CandidateRow, e: EvaluationRow | None, problem: ProblemRow) -> CandidateRecord:
     return CandidateRecord(
         id=c.id,
@@ -235,8 +251,8 @@ def lineage(candidates: list[CandidateRecord], candidate_id: int) -> list[Candid
 
 
 def reviewable(kernel: KernelRecord) -> list[CandidateRecord]:
-    """Accepted (`faster`) and `flagged` candidates of a kernel, best first."""
-    found = [c for c in kernel.candidates if c.status in SHIPPABLE and c.origin != "baseline"]
+    """Accepted (`faster`) and `flagged` candidates of a kernel, best first (measurements are not candidates)."""
+    found = [c for c in kernel.candidates if c.status in SHIPPABLE and c.origin not in MEASUREMENTS]
     return sorted(found, key=lambda c: (-(c.speedup or 0.0), c.id))
 
 
@@ -299,7 +315,7 @@ def awaiting_review(kernel: KernelRecord) -> CandidateRecord | None:
     def rejected(c: CandidateRecord) -> bool:
         return c.decision is not None and c.decision.decision == "reject"
 
-    live = [c for c in kernel.candidates if c.origin != "baseline" and not rejected(c)]
+    live = [c for c in kernel.candidates if c.origin not in MEASUREMENTS and not rejected(c)]
     flagged = [c for c in live if c.status == "flagged"]
     if not flagged:
         return None

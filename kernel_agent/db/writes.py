@@ -200,7 +200,10 @@ def add_candidate(
     note: str = "",
     parse_error: str | None = None,
     llm_call_id: int | None = None,
+    variant: bool = True,
 ) -> int:
+    """Store one candidate. `variant` False stores a measurement of a source already stored (a re-timing):
+    it gets no normalized hash, so dedup by hash never finds it and the unique (kernel, hash) pair allows it."""
     with db.write() as session:
         candidate = CandidateRow(
             run_id=run_id,
@@ -215,7 +218,7 @@ def add_candidate(
         )
         if source is not None:
             candidate.source_hash = put_source(session, source)
-            candidate.normalized_hash = normalized_hash(source)
+            candidate.normalized_hash = normalized_hash(source) if variant else None
             candidate.diff_baseline = unified_diff(baseline_source, source, "baseline/kernel.py", "candidate/kernel.py")
             if parent_source is not None:
                 candidate.diff_parent = unified_diff(parent_source, source, "parent/kernel.py", "candidate/kernel.py")

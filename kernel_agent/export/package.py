@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernel_agent.db import review_reads as rq
+from kernel_agent.db.models import BASELINE, RETIME
 from kernel_agent.db.session import Database
 from kernel_agent.evaluate.pipeline import EvalOptions
 from kernel_agent.export import files as files
@@ -60,9 +61,11 @@ def interpreted_winner(kernel: rq.KernelRecord, approved_only: bool) -> rq.Candi
         return decision != "reject"
 
     verified = [
-        c for c in kernel.candidates if c.interpreted and c.status in ("correct", "faster", "flagged") and allowed(c)
+        c
+        for c in kernel.candidates
+        if c.interpreted and c.status in ("correct", "faster", "flagged") and allowed(c) and c.origin != RETIME
     ]
-    return max(verified, key=lambda c: (c.origin != "baseline", c.id), default=None)
+    return max(verified, key=lambda c: (c.origin != BASELINE, c.id), default=None)
 
 
 def choose_winner(

@@ -287,7 +287,29 @@ class KernelLoop:
         result.references = dict(self.references)
         return result
 
+    def _retime(self) -> None:
+        """The best accepted candidate timed again with every round when an early look accepted it: an
+        early stop's 99.9% interval is wide and its point is the luckiest of the search (DESIGN.md section 7).
+        A measurement like the baseline's: no candidate budget taken, but none started once a budget or
+        the stop flag says no new work."""
+        best = self.state.retime_due()
+        if best is None or best.candidate_id is None:
+            return
+        why_not = "the run was stopped" if self.shared.stop.is_set() else self.budget.reached()
+        if why_not:
+            self.state.retime_note = f"not re-timed with all rounds ({why_not}): the early look stands"
+            return
+        candidate = self.recorder.retime(self.state, best)
+        self.progress("retime", {"kernel": self.problem.name, "candidate": best.candidate_id})
+        started = time.perf_counter()
+        # Every round, nothing else changed; no profile: no prompt follows to read it.
+        options = replace(self._eval_options("never"), sequential=False)
+        verdict = self.shared.executor.submit(self.problem, best.source, options).result()
+        self.recorder.retime_verdict(self.state, best.candidate_id, candidate, verdict, time.perf_counter() - started)
+
     def _finish(self, status: KernelStatus, reason: str) -> KernelResult:
+        if status not in (KernelStatus.BUDGET_REACHED, KernelStatus.INTERRUPTED):
+            self._retime()
         result = self._result(status, reason)
         self.recorder.finish(result)
         self.progress("done", {"kernel": result.name, "status": str(status), "speedup": result.speedup})

@@ -17,12 +17,12 @@ from sqlalchemy import select
 
 from kernel_agent.core.verdict import Status, Verdict
 from kernel_agent.db import writes as store
-from kernel_agent.db.models import CandidateRow, RunKernelRow
+from kernel_agent.db.models import BASELINE, RETIME, CandidateRow, RunKernelRow
 from kernel_agent.db.review_reads import review_summary
 from kernel_agent.db.session import Database
 from kernel_agent.optimize.search_state import Candidate, KernelResult, KernelStatus, SearchState
 from kernel_agent.problem.load import Problem
-from kernel_agent.propose.base import LLMCall, Proposal
+from kernel_agent.propose.base import Attempt, LLMCall, Proposal
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,10 @@ class Recorder:
             for c in candidates:
                 candidate = Candidate(c.id, c.source.text if c.source else "", c.note, c.round)
                 verdict = Verdict.from_dict(c.evaluation.verdict) if c.evaluation is not None else None
-                if c.origin == "baseline":
+                if c.origin == BASELINE:
                     state.baseline_id, state.baseline = c.id, verdict
+                elif c.origin == RETIME and c.parent_id is not None:  # a measurement: never an attempt or queued
+                    state.remember_retime(c.parent_id, c.id, verdict)
                 elif c.parse_error is not None:
                     state.remember_unparseable(c.id, c.note, c.parse_error, c.round)
                 elif verdict is None:
@@ -81,7 +83,7 @@ class Recorder:
                 baseline_source=self.baseline_source,
                 parent_id=None,
                 parent_source=None,
-                origin="baseline",
+                origin=BASELINE,
                 round=0,
                 note="the problem's baseline",
             )
@@ -147,6 +149,37 @@ class Recorder:
             store.update_run_kernel(
                 self.db, self.run_kernel_id, best_candidate_id=best.candidate_id, best_speedup=best.speedup
             )
+
+    def retime(self, state: SearchState, best: Attempt) -> Candidate:
+        """Store the best's re-timing as a row of its own (origin `retime`, parent the best, no normalized hash:
+        a measurement, never deduplicated against its parent); one stored before a kill is reused."""
+        assert best.candidate_id is not None
+        note = f"candidate {best.candidate_id} re-timed with all rounds"
+        stored = state.retimes.get(best.candidate_id)
+        if stored is not None:
+            return Candidate(stored[0], best.source, note, state.rounds_done)
+        candidate_id = store.add_candidate(
+            self.db,
+            run_id=self.run_id,
+            run_kernel_id=self.run_kernel_id,
+            problem_id=self.problem_id,
+            source=best.source,
+            baseline_source=self.baseline_source,
+            parent_id=best.candidate_id,
+            parent_source=best.source,
+            origin=RETIME,
+            round=state.rounds_done,
+            note=note,
+            variant=False,
+        )
+        state.remember_retime(best.candidate_id, candidate_id, None)
+        return Candidate(candidate_id, best.source, note, state.rounds_done)
+
+    def retime_verdict(
+        self, state: SearchState, best_id: int, candidate: Candidate, verdict: Verdict, seconds: float
+    ) -> None:
+        store.add_evaluation(self.db, candidate.id, verdict, seconds)
+        state.remember_retime(best_id, candidate.id, verdict)
 
     def round_done(self, state: SearchState, round_index: int) -> bool:
         """Store the finished round; True when the state's patience is spent."""

@@ -75,6 +75,7 @@ class KernelResult:
     # The best flagged candidate when it beats every accepted one: it waits for a human (review_reads.review_summary).
     review: dict[str, Any] | None = None
     references: dict[str, dict[str, Any]] = field(default_factory=dict)  # eager, compile -> ReferencePoint JSON
+    record_candidate: int | None = None  # whose verdict gives speedup and times: the best, or its re-timing
 
     def speedup_vs(self) -> dict[str, Relative]:
         """The best's speedup against the baseline, torch eager and torch.compile (measure.relative)."""
@@ -89,6 +90,7 @@ class KernelResult:
             "speedup": self.speedup,
             "speedup_ci": self.speedup_ci,
             "best_candidate": self.best_candidate,
+            "record_candidate": self.record_candidate,
             "reason": self.reason,
             "review": self.review,
             "references": self.references,
@@ -116,6 +118,9 @@ class SearchState:
     new_verdicts: int = 0  # reached by this invocation (restored ones are not counted)
     new_accepted: int = 0
     best_before: float = 1.0  # the best speedup when the current round began
+    # best candidate id -> (its re-timing's candidate id, verdict; None while in flight or after a kill)
+    retimes: dict[int, tuple[int, Verdict | None]] = field(default_factory=dict)
+    retime_note: str = ""  # why the best was not re-timed (a budget, a stop)
 
     # ---- what the provider sees ---------------------------------------------------------------
     @property
@@ -211,6 +216,41 @@ class SearchState:
             return KernelStatus.NEEDS_REVIEW, ""  # the result's review says which candidate and how to approve it
         return KernelStatus.NO_GAIN, "no candidate was verifiably faster than the baseline"
 
+    # ---- re-timing the best -------------------------------------------------------------------
+    def retime_due(self) -> Attempt | None:
+        """The best accepted candidate when an early look accepted it and no re-timing of it is stored."""
+        parents = self.parents
+        if not self.config.retime_best or not parents or parents[0].candidate_id is None:
+            return None
+        best = parents[0]
+        verdict = self.accepted.get(best.candidate_id)
+        done = self.retimes.get(best.candidate_id, (0, None))[1] is not None
+        return best if verdict is not None and stopped_early(verdict.timing) and not done else None
+
+    def remember_retime(self, best_id: int, candidate_id: int, verdict: Verdict | None) -> None:
+        """A re-timing row of `best_id` (stored or restored): a measurement, never an attempt or a parent."""
+        self.retimes[best_id] = (candidate_id, verdict)
+
+    def of_record(self, best_id: int) -> tuple[int, Verdict | None, str]:
+        """Whose verdict is the number of record for the best, and what to say about its re-timing: the
+        re-timing when it reads `faster` too, else the early look, with what the re-timing read."""
+        verdict = self.accepted.get(best_id)
+        candidate_id, retimed = self.retimes.get(best_id, (0, None))
+        if retimed is None or verdict is None:
+            return best_id, verdict, self.retime_note
+        early = f"the early look read {_reading(verdict)}"
+        if retimed.status == Status.FASTER:
+            return (
+                candidate_id,
+                retimed,
+                f"re-timed with all rounds (candidate {candidate_id}): {_reading(retimed)}; {early}",
+            )
+        return (
+            best_id,
+            verdict,
+            f"re-timed with all rounds (candidate {candidate_id}): {_reading(retimed)}; the early look stands",
+        )
+
     # ---- the result ----------------------------------------------------------------------------
     def best_flagged(self) -> tuple[int, Verdict] | None:
         """The fastest flagged candidate (ties: the older one), when it beats every accepted one."""
@@ -227,20 +267,49 @@ class SearchState:
         if self.baseline is not None and self.baseline.timing:
             result.baseline_ms = typical_ms(self.baseline.timing, "baseline")
         parents = self.parents
-        if parents:
-            best = parents[0]
-            result.speedup, result.best_candidate = best.speedup, best.candidate_id
-            _times_from(result, self.accepted.get(best.candidate_id) if best.candidate_id is not None else None)
+        if parents and parents[0].candidate_id is not None:
+            best = parents[0].candidate_id
+            record_id, verdict, note = self.of_record(best)
+            result.best_candidate, result.record_candidate = best, record_id
+            result.speedup = verdict.speedup if verdict is not None else parents[0].speedup
+            _times_from(result, verdict)
+            if note and note not in result.reason:  # a resumed, finished kernel's stored reason holds it already
+                result.reason = "; ".join(part for part in (result.reason, note) if part)
         flagged = self.best_flagged()
         if flagged is not None:
             candidate_id, verdict = flagged
             result.review = review_of(candidate_id, verdict)
             if not parents:  # nothing accepted: the flagged best is the result, marked as waiting for review
-                result.speedup, result.best_candidate = verdict.speedup, candidate_id
+                result.speedup, result.best_candidate, result.record_candidate = (
+                    verdict.speedup,
+                    candidate_id,
+                    candidate_id,
+                )
                 _times_from(result, verdict)
             if result.review["note"] not in result.reason:
                 result.reason = "; ".join(part for part in (result.reason, result.review["note"]) if part)
         return result
+
+
+def stopped_early(timing: dict[str, Any] | None) -> bool:
+    """Whether a verdict's A/B timing (either pair of a confirmed one) ended before its last round: the
+    timing record's `stopping` (evaluate/ab_timing.py), else fewer rounds than the most."""
+    if not timing:
+        return False
+    pairs = timing.get("pairs") or [timing]
+    if any("stopping" in pair for pair in pairs):
+        return any((pair.get("stopping") or {}).get("settled_early") for pair in pairs)
+    rounds, most = timing.get("rounds"), timing.get("max_rounds")
+    return isinstance(rounds, int) and isinstance(most, int) and rounds < most
+
+
+def _reading(verdict: Verdict) -> str:
+    """`4.97x [4.38, 5.53], faster`, or the status and its reason when nothing was timed."""
+    if verdict.speedup is None:
+        return f"{verdict.status}: {verdict.reason[:200]}" if verdict.reason else verdict.status
+    ci = verdict.speedup_ci
+    interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci and len(ci) == 2 else ""
+    return f"{verdict.speedup:.2f}x{interval}, {verdict.status}"
 
 
 def _times_from(result: KernelResult, verdict: Verdict | None) -> None:

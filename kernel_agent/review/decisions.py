@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from kernel_agent.core.text import clean
 from kernel_agent.db import review_reads as rq
+from kernel_agent.db.models import MEASUREMENTS, RETIME
 from kernel_agent.db.session import Database
 
 DECISIONS = ("approve", "reject")
@@ -45,8 +46,13 @@ def record(db: Database, candidate_id: int, decision: str, note: str = "", revie
     """Store one decision; the latest decision per candidate is the one that counts."""
     if decision not in DECISIONS:
         raise ReviewError(f"unknown decision {decision!r}; use approve or reject")
-    if not rq.candidate_exists(db, candidate_id):
+    stored = rq.candidate_origin(db, candidate_id)
+    if stored is None:
         raise ReviewError(f"no candidate {candidate_id} in this database; `kernel-agent candidates list` shows them")
+    if stored[0] == RETIME:  # a measurement of its parent: a decision on it would ship nothing
+        raise ReviewError(
+            f"candidate {candidate_id} is a re-timing of candidate {stored[1]}, not a variant; review {stored[1]}"
+        )
     who = clean(reviewer or current_reviewer(), 200)
     note = clean(note, 2000, keep_newlines=True).strip()  # argv and $USER may hold undecodable bytes
     rq.add_review(db, candidate_id, decision, who, note)
@@ -56,7 +62,7 @@ def record(db: Database, candidate_id: int, decision: str, note: str = "", revie
 def may_ship(record: rq.CandidateRecord, approved_only: bool = False) -> bool:
     """Whether a candidate may be exported: `faster` unless rejected, `flagged` only when approved."""
     decision = record.decision.decision if record.decision else None
-    if record.status not in rq.SHIPPABLE or record.origin == "baseline":
+    if record.status not in rq.SHIPPABLE or record.origin in MEASUREMENTS:
         return False
     if approved_only or record.status == "flagged":
         return decision == "approve"

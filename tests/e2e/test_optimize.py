@@ -12,6 +12,11 @@ import pytest
 from conftest import CANDIDATES, SOFTMAX, run_cli
 from scripted_server import ScriptedServer
 
+from kernel_agent.db import review_reads as rq
+from kernel_agent.db.session import open_database
+from kernel_agent.export.package import choose_winner
+from kernel_agent.optimize.search_state import stopped_early
+
 
 def fenced(path: Path) -> str:
     return f"Here is a faster kernel.\n```python\n{path.read_text()}```\n"
@@ -305,3 +310,48 @@ def test_seeds_are_evaluated_first_and_the_search_starts_from_the_best(tmp_path:
     searched = rows(tmp_path / "runs.db", "select parent_id, note from candidates where origin = 'search'")
     assert searched == [(fused_id, "CHUNK=256")]  # the tunables move on the accepted seed, not on the baseline
     assert json.loads(proc.stdout)["kernels"][0]["status"] == "improved"
+
+
+def test_retime_best_times_an_early_best_again_with_every_round(tmp_path: Path) -> None:
+    """`--retime-best`: the best, accepted by an early look, is timed again with every round as a row of its
+    own (origin `retime`, parent the best, no normalized hash), which is the kernel's number of record when it
+    reads faster too; it stays out of review and export, and the status counts."""
+    with ScriptedServer([[fenced(CANDIDATES / "faster.py")]]) as server:
+        result, _ = optimize(
+            tmp_path, *server.provider_args(), "--rounds", "1", "--samples", "1", "--retime-best",
+            "--sanity-speedup", "1000",  # torch.softmax read 11x once here: flagged for a human, so never re-timed
+        )  # fmt: skip
+    db = tmp_path / "runs.db"
+    (kernel,) = result["kernels"]
+    best = kernel["best_candidate"]
+    assert kernel["status"] == "improved", kernel
+    (early,) = rows(db, f"select verdict from evaluations where candidate_id = {best}")[0]
+    assert stopped_early(json.loads(early)["timing"]), "torch.softmax against float64 chunks settles early"
+    ((retime, parent, normalized, status, verdict, candidate_ms),) = rows(
+        db,
+        "select c.id, c.parent_id, c.normalized_hash, e.status, e.verdict, e.candidate_ms "
+        "from candidates c join evaluations e on e.candidate_id = c.id where c.origin = 'retime'",
+    )
+    timing = json.loads(verdict)["timing"]
+    assert (parent, normalized, status) == (best, None, "faster")
+    assert timing["stopping"] == {"rule": "fixed rounds"} and not stopped_early(timing)
+    assert timing["rounds"] == timing["max_rounds"] * len(timing.get("pairs") or [None])  # every round of each pair
+    # The number of record: the re-timing's point, interval and times; the variant stays the best candidate.
+    assert (kernel["record_candidate"], kernel["speedup"]) == (retime, json.loads(verdict)["speedup"])
+    assert kernel["speedup_ci"] == json.loads(verdict)["speedup_ci"] and kernel["best_ms"] == candidate_ms
+    assert f"re-timed with all rounds (candidate {retime})" in kernel["reason"]
+    shown = json.loads(run_cli("runs", "show", "latest", "--db", str(db), "--json").stdout)["kernels"][0]
+    assert (shown["best_candidate"], shown["record_candidate"], shown["speedup"], shown["speedup_ci"]) == (
+        best,
+        retime,
+        kernel["speedup"],
+        kernel["speedup_ci"],
+    )
+    assert sum(shown["statuses"].values()) == 1 and shown["best_verified_speedup"] == json.loads(early)["speedup"]
+    text = run_cli("runs", "show", "latest", "--db", str(db))
+    assert f"re-timed with all rounds (candidate {retime})" in text.stdout
+    # Never reviewed or shipped: the queue and the export's choice hold the variant alone.
+    (record,) = rq.run_kernels(open_database(str(db)), result["run_id"])
+    assert [c.id for c in rq.reviewable(record)] == [best] and choose_winner(record, False)[0].id == best  # type: ignore[union-attr]
+    refused = run_cli("review", "approve", str(retime), "--db", str(db))
+    assert refused.returncode == 2 and f"re-timing of candidate {best}" in refused.stderr

@@ -15,6 +15,7 @@ matplotlib.use("Agg")
 
 from matplotlib.figure import Figure  # noqa: E402 - after choosing the backend
 
+from kernel_agent.db.models import BASELINE, MEASUREMENTS  # noqa: E402
 from kernel_agent.db.review_reads import CandidateRecord, KernelRecord  # noqa: E402
 
 STATUS_COLORS = {"faster": "#1a7f37", "flagged": "#bf8700", "correct": "#0969da"}
@@ -28,7 +29,7 @@ def _svg(figure: Figure) -> str:
 
 
 def _timed(kernel: KernelRecord) -> list[CandidateRecord]:
-    return [c for c in kernel.candidates if c.origin != "baseline" and c.speedup is not None]
+    return [c for c in kernel.candidates if c.origin not in MEASUREMENTS and c.speedup is not None]
 
 
 def kernel_chart(kernel: KernelRecord) -> str | None:
@@ -185,7 +186,7 @@ def roofline_data(kernels: list[KernelRecord]) -> list[Roofline]:
     found: dict[str, Roofline] = {}
     for kernel in kernels:
         best = next((c for c in kernel.candidates if c.id == kernel.best_candidate_id), None)
-        baseline = next((c for c in kernel.candidates if c.origin == "baseline"), None)
+        baseline = next((c for c in kernel.candidates if c.origin == BASELINE), None)
         source = best if best is not None and best.verdict.get("roofline") else baseline
         record = source.verdict.get("roofline") if source is not None else None
         if not isinstance(record, dict) or not record.get("gflops"):

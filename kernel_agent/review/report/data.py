@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernel_agent.db.models import MEASUREMENTS
 from kernel_agent.db.reads import run_detail
 from kernel_agent.db.review_reads import CandidateRecord, KernelRecord, kernel_review, lineage, run_kernels
 from kernel_agent.db.session import Database
@@ -91,7 +92,7 @@ def _kernel_view(kernel: KernelRecord, db: Database | None = None) -> KernelView
     chain = lineage(kernel.candidates, best.id) if best else []
     counts: dict[str, int] = {}
     for c in kernel.candidates:
-        if c.origin != "baseline":
+        if c.origin not in MEASUREMENTS:
             counts[c.status] = counts.get(c.status, 0) + 1
     return KernelView(
         kernel,

@@ -277,3 +277,16 @@ def test_every_command_shows_the_defaults_of_the_fields_it_reads() -> None:
         ("optimize", "proposal_rounds"),
         ("profile", "device"),
     } <= seen
+
+
+def test_retime_best_is_on_by_default_and_its_off_switch_is_stored_with_the_plan() -> None:
+    """`--no-retime-best` lands in SearchConfig, so a resumed run (which reads the stored plan alone) keeps it;
+    a plan stored before the option existed re-times."""
+    probe, seen = probe_app()
+    assert CliRunner().invoke(probe, []).exit_code == 0 and seen["plan"].search.retime_best is True
+    result = CliRunner().invoke(probe, ["--no-retime-best"])
+    assert result.exit_code == 0, result.output
+    stored = seen["plan"].to_json()
+    assert stored["search"]["retime_best"] is False and RunPlan.from_json(stored).search.retime_best is False
+    del stored["search"]["retime_best"]
+    assert RunPlan.from_json(stored).search.retime_best is True

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sqlalchemy import select
+
 from kernel_agent.core.verdict import Verdict
+from kernel_agent.db.models import CandidateRow
 from kernel_agent.db.session import open_database
 from kernel_agent.db.writes import create_run
 from kernel_agent.optimize.config import SearchConfig
@@ -76,3 +79,44 @@ def test_what_is_stored_restores_into_the_same_state(tmp_path: Path) -> None:
     result = fresh.result(KernelStatus.IMPROVED, "", again.review)
     again.finish(result)
     assert again.restore(SearchState(problem.name, problem.baseline_source, SearchConfig())).status == "improved"
+
+
+def test_a_retime_row_is_a_measurement_stored_without_a_hash_and_restored_as_one(tmp_path: Path) -> None:
+    """A kill after the retime row was stored (before its verdict) reuses that row on resume; once its verdict
+    is stored, a resumed kernel neither re-times again nor loses it."""
+    db = open_database(str(tmp_path / "runs.db"))
+    run_id, problem = create_run(db, "search", None, {}), load_problem(SOFTMAX)
+    recorder, state = Recorder(db, run_id, problem), SearchState(problem.name, problem.baseline_source, SearchConfig())
+    recorder.baseline(state)
+    recorder.baseline_verdict(state, verdict("correct", 1.0), 1.0)
+    best = recorder.proposal(state, Proposal("def kernel(x):\n    return x\n", "search", "fast"), [], 1)
+    assert best is not None
+    accepted = verdict("faster", 2.0)
+    accepted.timing["stopping"] = {"rule": "sequential", "settled_early": True}  # type: ignore[index]
+    recorder.verdict(state, best, accepted, 0.5)
+    recorder.round_done(state, 1)
+    due = state.retime_due()
+    assert due is not None and due.candidate_id == best.id
+    row = recorder.retime(state, due)
+    (stored,) = [c for c in _candidates(db) if c.origin == "retime"]
+    assert (stored.id, stored.parent_id, stored.normalized_hash, stored.round) == (row.id, best.id, None, 1)
+    assert stored.source_hash == next(c.source_hash for c in _candidates(db) if c.id == best.id)
+
+    killed = SearchState(problem.name, problem.baseline_source, SearchConfig())
+    again = Recorder(db, run_id, problem)
+    assert again.restore(killed).unevaluated == []  # not a candidate to evaluate as a variant
+    assert killed.retime_due() is not None and again.retime(killed, due).id == row.id  # the stored row, reused
+    assert len(_candidates(db)) == 3
+    again.retime_verdict(killed, best.id, row, verdict("faster", 1.8), 2.0)
+
+    resumed = SearchState(problem.name, problem.baseline_source, SearchConfig())
+    Recorder(db, run_id, problem).restore(resumed)
+    assert resumed.retime_due() is None and row.id not in resumed.attempts
+    assert [a.candidate_id for a in resumed.parents] == [best.id]
+    result = resumed.result(KernelStatus.IMPROVED, "", again.review)
+    assert (result.best_candidate, result.record_candidate, result.speedup) == (best.id, row.id, 1.8)
+
+
+def _candidates(db) -> list[CandidateRow]:
+    with db.session() as session:
+        return list(session.scalars(select(CandidateRow).order_by(CandidateRow.id)).all())

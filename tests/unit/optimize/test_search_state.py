@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.optimize.config import SearchConfig
-from kernel_agent.optimize.search_state import Candidate, KernelStatus, SearchState
+from kernel_agent.optimize.search_state import Candidate, KernelStatus, SearchState, stopped_early
 
 
 def timed(status: str, speedup: float | None, baseline_ms: float = 2.0) -> Verdict:
@@ -150,3 +150,95 @@ def test_restart_bookkeeping_resumes_in_flight_candidates_once() -> None:
     assert not s.resumable(8, stored_round=1, round_index=2)  # an earlier round's candidate proposed again: a duplicate
     s.queue(Candidate(8, "src", "", 2))
     assert not s.resumable(8, 2, 2) and not s.resumable(1, 2, 2)  # queued already; the baseline
+
+
+# ---- re-timing the best (optimize --retime-best) ----------------------------------------------------------------
+
+
+def early(speedup: float, ci: tuple[float, float], settled_early: bool = True, status: str = "faster") -> Verdict:
+    """A verdict whose timing record says whether a sequential look ended it (evaluate/ab_timing.py `stopping`)."""
+    verdict = timed(status, speedup)
+    verdict.speedup_ci = list(ci)
+    assert verdict.timing is not None
+    verdict.timing.update(
+        rounds=4 if settled_early else 10,
+        max_rounds=10,
+        stopping={"rule": "sequential", "settled_early": settled_early, "min_rounds": 4},
+    )
+    return verdict
+
+
+def fixed(speedup: float, ci: tuple[float, float], status: str) -> Verdict:
+    verdict = timed(status, speedup, baseline_ms=2.2)
+    verdict.speedup_ci = list(ci)
+    assert verdict.timing is not None
+    verdict.timing.update(rounds=10, max_rounds=10, stopping={"rule": "fixed rounds"})
+    return verdict
+
+
+def test_stopped_early_reads_the_timing_record_and_each_confirmation_pair() -> None:
+    assert stopped_early(early(2.0, (1.5, 3.0)).timing)
+    assert not stopped_early(early(2.0, (1.5, 3.0), settled_early=False).timing)
+    assert not stopped_early(fixed(2.0, (1.8, 2.2), "faster").timing) and not stopped_early(None)
+    confirmed = {"rounds": 14, "max_rounds": 10, "stopping": {"rule": "sequential", "settled_early": False}}
+    confirmed["pairs"] = [{"stopping": {"settled_early": True}}, {"stopping": {"settled_early": False}}]
+    assert stopped_early(confirmed)  # the first pair stopped at an early look
+    assert not stopped_early({**confirmed, "pairs": [{"stopping": {"rule": "fixed rounds"}}] * 2})
+    assert stopped_early({"rounds": 5, "max_rounds": 10})  # a record without `stopping`: fewer rounds than the most
+
+
+def test_only_a_best_accepted_by_an_early_look_is_due_for_a_retime_and_only_once() -> None:
+    s = state()
+    add(s, 2, "faster", 1.2)  # no stopping record and no rounds: not known to have stopped early
+    s.remember(Candidate(3, "source 3", "", 1), early(2.0, (1.1, 4.0)))
+    s.remember(Candidate(4, "source 4", "", 1), early(1.5, (1.1, 2.0)))  # stopped early, but not the best
+    due = s.retime_due()
+    assert due is not None and (due.candidate_id, due.source) == (3, "source 3")
+    s.remember_retime(3, 9, None)  # stored, then the run was killed: still due
+    assert s.retime_due() is not None and s.retime_due().candidate_id == 3  # type: ignore[union-attr]
+    s.remember_retime(3, 9, fixed(1.9, (1.7, 2.1), "faster"))
+    assert s.retime_due() is None
+    assert [a.candidate_id for a in s.parents] == [3, 4] and 9 not in s.attempts  # a measurement, never a parent
+    off = state(retime_best=False)
+    off.remember(Candidate(3, "source 3", "", 1), early(2.0, (1.1, 4.0)))
+    assert off.retime_due() is None
+    settled_late = state()
+    settled_late.remember(Candidate(3, "source 3", "", 1), fixed(2.0, (1.8, 2.2), "faster"))
+    assert settled_late.retime_due() is None
+
+
+def test_a_faster_retime_is_the_number_of_record_with_its_own_times() -> None:
+    s = state()
+    s.remember(Candidate(3, "source 3", "", 1), early(5.33, (2.06, 13.82)))
+    s.remember_retime(3, 9, fixed(4.97, (4.38, 5.53), "faster"))
+    result = s.result(KernelStatus.IMPROVED, "", no_review)
+    assert (result.best_candidate, result.record_candidate) == (3, 9)  # the variant stays the one to review and ship
+    assert (result.speedup, result.speedup_ci) == (4.97, [4.38, 5.53])
+    assert (result.baseline_ms, result.best_ms) == (2.2, 2.2 / 4.97)  # both from the retime's own A/B run
+    assert result.reason == (
+        "re-timed with all rounds (candidate 9): 4.97x [4.38, 5.53], faster; "
+        "the early look read 5.33x [2.06, 13.82], faster"
+    )
+    again = s.result(KernelStatus.IMPROVED, result.reason, no_review)  # a finished kernel resumed: its stored reason
+    assert again.reason == result.reason
+
+
+def test_a_retime_that_is_not_faster_leaves_the_early_look_and_says_what_it_read() -> None:
+    s = state()
+    s.remember(Candidate(3, "source 3", "", 1), early(1.3, (1.03, 1.6)))
+    s.remember_retime(3, 9, fixed(1.01, (0.97, 1.05), "correct"))
+    result = s.result(KernelStatus.IMPROVED, "", no_review)
+    assert (result.best_candidate, result.record_candidate, result.speedup, result.speedup_ci) == (
+        3,
+        3,
+        1.3,
+        [1.03, 1.6],
+    )
+    assert result.best_ms == 2.0 / 1.3
+    assert result.reason == "re-timed with all rounds (candidate 9): 1.01x [0.97, 1.05], correct; the early look stands"
+    crashed = state()
+    crashed.remember(Candidate(3, "source 3", "", 1), early(1.3, (1.03, 1.6)))
+    crashed.remember_retime(3, 9, Verdict(status="timeout", reason="the candidate took longer than 180 s"))
+    assert crashed.result(KernelStatus.IMPROVED, "", no_review).reason.endswith(
+        "timeout: the candidate took longer than 180 s; the early look stands"
+    )
