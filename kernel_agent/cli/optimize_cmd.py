@@ -134,9 +134,25 @@ def build_providers(database, plan: RunPlan, problems) -> dict:
             api_key_file=options.api_key_file,
             n=plan.search.samples,
         )
-    else:  # search, and plugins: they take no options from the command line
+    elif plan.provider == "search":
+        return {p.name: advised_search(database, plan, spec, p) for spec, p in problems}
+    else:  # plugins: they take no options from the command line
         shared = make_provider(plan.provider)
     return {p.name: shared for _, p in problems}
+
+
+def advised_search(database, plan: RunPlan, spec: KernelSpec, problem):  # noqa: ANN001 - Problem, imported late
+    """The search provider for one kernel, with its selector's configs first when the problem was tuned here."""
+    from kernel_agent.evaluate.pipeline import run_device
+    from kernel_agent.propose.search import SearchProvider
+    from kernel_agent.select.advice import advise
+
+    evaluation = spec.evaluation(plan.evaluation)
+    threads = evaluation.threads or os.cpu_count() or 1
+    advice = advise(database, problem, run_device(problem, evaluation.device), threads, plan.search.selector)
+    if advice.note:
+        stderr.print(f"{problem.name}: {advice.note}", markup=False, highlight=False)
+    return SearchProvider(first=advice.configs)
 
 
 def execute(database, plan: RunPlan, run_id: int | None, json_output: bool) -> None:

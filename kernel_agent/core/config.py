@@ -48,6 +48,16 @@ class ExecutorKind(Choice):
     RAY = "ray"  # a Ray cluster
 
 
+class SelectorChoice(Choice):
+    """Which selector orders the search provider's first configs (select/advice.py)."""
+
+    AUTO = "auto"  # nearest shape when the problem was tuned on this device, else none
+    NONE = "none"
+    NEAREST = "nearest"
+    ANALYTICAL = "analytical"
+    LIGHTGBM = "lightgbm"
+
+
 def option(
     default: Any = MISSING, *, help: str, flag: str | None = None, minimum: float | None = None, factory: Any = MISSING
 ) -> Any:

@@ -20,7 +20,7 @@ from kernel_agent.db.session import Database
 from kernel_agent.evaluate.pipeline import EvalOptions
 from kernel_agent.export import files as files
 from kernel_agent.export.formats import Format
-from kernel_agent.export.tuned import TunedTable
+from kernel_agent.export.tuned import TunedConfig, TunedTable
 from kernel_agent.measure.relative import REFERENCES, Relative, over_baseline, speedups_vs
 from kernel_agent.review.decisions import may_ship
 
@@ -206,6 +206,50 @@ def against_torch(db: Database, c: rq.CandidateRecord) -> dict[str, Relative]:
     return {kind: found[kind] for kind in REFERENCES}
 
 
+def tuned_tables(db: Database, kernel: rq.KernelRecord, c: rq.CandidateRecord) -> list[TunedTable]:
+    """The winner's per-shape config table on the device it was verified on, from the rows `kernel-agent tune`
+    stored: its own source's rows, else the problem baseline's when the winner sets the same tunables (a search
+    candidate is the baseline with other values). Its default is the winner's own config. None tuned: []."""
+    from kernel_agent.db.models import ProblemRow
+    from kernel_agent.db.tuning import tuned_configs, tuned_variants
+    from kernel_agent.db.writes import sha256
+    from kernel_agent.measure.profile import key_of
+    from kernel_agent.propose.tunables import TunableError, read_config
+
+    if not c.environment or c.interpreted:
+        return []
+    with db.session() as session:
+        problem = session.get(ProblemRow, c.problem_id)
+        digest = problem.content_hash if problem is not None else ""
+    here = [k for k in tuned_variants(db, digest) if k.fingerprint == key_of(c.environment)] if digest else []
+    for variant in (sha256(c.source or ""), sha256(kernel.baseline_source)):
+        key = next((k for k in here if k.variant_hash == variant), None)
+        if key is None:
+            continue
+        best = tuned_configs(db, key, shape_names(kernel.reference_source))
+        if not best:
+            continue
+        try:
+            default = read_config(c.source or "", list(best[0].config))
+        except TunableError:
+            continue  # a rewrite that no longer declares the tuned names: the table is not its own
+        return [TunedTable(c.device_name, default, [TunedConfig(t.shape, t.config) for t in best])]
+    return []
+
+
+def shape_names(problem_source: str) -> tuple[str, ...]:
+    """The problem's SHAPE_NAMES literal (the names a caller's shape dict uses), else d0, d1, ... (up to 8)."""
+    import ast
+
+    try:
+        for node in ast.parse(problem_source).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "SHAPE_NAMES" for t in node.targets):
+                return tuple(str(n) for n in ast.literal_eval(node.value))
+    except (SyntaxError, ValueError):
+        pass
+    return tuple(f"d{i}" for i in range(8))
+
+
 def losses(k: files.ExportedKernel) -> list[str]:
     """One line per reference the kernel loses to on its device (the whole interval below 1)."""
     return [
@@ -289,6 +333,9 @@ def select(
             skipped.append((kernel.name, f"candidate {winner.id} {outcome}"))
             continue
         exported = _exported(kernel, winner, source, outcome, against_torch(db, winner))
+        exported.tuned = tuned_tables(db, kernel, winner)
+        if exported.tuned:
+            notify(f"{kernel.name}: shipping its tuned config table ({len(exported.tuned[0].configs)} shape(s))")
         for line in losses(exported):
             notify(f"warning: {line}")
         chosen.append(exported)
@@ -382,6 +429,7 @@ def export_run(
     shipped = {k.name for k in exported}
     skipped = [(name, reason) for name, reason in skipped if name not in shipped]
     for k in exported:
-        k.tuned = list((tuned or {}).get(k.name, []))
+        if tuned and k.name in tuned:
+            k.tuned = list(tuned[k.name])  # given by the caller: over the stored table
     write_package(out, package, run_ids, exported, skipped, fmt, notify)
     return ExportResult(out, package, exported, skipped)

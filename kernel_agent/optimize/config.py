@@ -14,7 +14,16 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from kernel_agent.core.config import EvalConfig, ExecutorKind, ReferenceConfig, from_json, key_of, option, to_json
+from kernel_agent.core.config import (
+    EvalConfig,
+    ExecutorKind,
+    ReferenceConfig,
+    SelectorChoice,
+    from_json,
+    key_of,
+    option,
+    to_json,
+)
 
 PLAN_FORMAT = 2
 
@@ -41,6 +50,12 @@ class SearchConfig:
         flag="--retime-best/--no-retime-best",
         help="At the end of a kernel's search, time its best accepted candidate again with every round when an "
         "early look accepted it (a wide 99.9% interval); that timing is the number of record when it is faster too.",
+    )
+    selector: SelectorChoice = option(
+        SelectorChoice.AUTO,
+        help="With --provider search: which configs to time first, from a selector fitted on the rows "
+        "`kernel-agent tune` stored for the kernel's baseline on this device (auto: nearest shape when there are "
+        "any, else none).",
     )
 
 

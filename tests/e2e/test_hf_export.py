@@ -56,6 +56,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict:
     assert triton.returncode == 0, triton.stderr[-3000:]
     triton_run = json.loads(triton.stdout)
     assert triton_run["kernels"][0]["status"] == "needs_gpu", triton_run
+    store_tuning_rows(db)
     out = tmp / "hf"
     runs = [str(torch_run["run_id"]), str(cpp_run["run_id"]), str(triton_run["run_id"])]
     proc = run_cli(
@@ -93,6 +94,32 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict:
         pytest.skip(f"PyPI is out of reach, so `kernels` cannot be installed: {pip.stderr.strip().splitlines()[-1]}")
     assert pip.returncode == 0, pip.stderr[-3000:]
     return {"out": out, "python": python, "proc": proc, "tmp": tmp}
+
+
+# What `kernel-agent tune` would store for cpp_softmax's baseline with one thread (synthetic times: nothing timed):
+# each tuned shape's fastest config. The export must ship them as the C++ winner's table (it sets the same tunables).
+TUNED = {(1000, 1000): {"THREADS": 1, "ROW_BLOCK": 64}, (64, 8192): {"THREADS": 2, "ROW_BLOCK": 4}}
+
+
+def store_tuning_rows(db: Path) -> None:
+    from kernel_agent.db.session import open_database
+    from kernel_agent.db.tuning import TuningStore, VariantKey
+    from kernel_agent.db.writes import problem_hash, sha256
+    from kernel_agent.measure.profile import fingerprint_key
+    from kernel_agent.problem.load import load_problem
+    from kernel_agent.tune.records import TIMED, ConfigTime, Stage
+    from kernel_agent.tune.space import configs
+
+    problem = load_problem(EXAMPLES / "cpp_softmax")
+    key = VariantKey(
+        problem.name, problem_hash(problem), sha256(problem.baseline_source), fingerprint_key("cpu", 1), "float32"
+    )
+    rows = []
+    for shape, best in TUNED.items():
+        for config in configs(problem):
+            ms = 1.0 if config == best else 2.0
+            rows.append(ConfigTime(shape, "float32", config, Stage.SCREEN, TIMED, ms, (ms, ms)))
+    TuningStore(open_database(str(db)), key).put(rows)
 
 
 def probe(exported: dict, script: str, **env: str) -> dict:
@@ -161,6 +188,17 @@ def test_get_local_kernel_loads_calls_every_op_and_compiles_fullgraph(exported: 
         + ("x = torch.randn(5, 17)\nk.triton_gelu(x)\nprint(json.dumps({'path': k.last_path('triton_gelu')}))\n"),
     )
     assert plain == {"path": "reference"}
+
+
+def test_the_stored_tuning_table_ships_and_the_nearest_tuned_shape_wins(exported: dict) -> None:
+    assert "cpp_softmax: shipping its tuned config table (2 shape(s))" in exported["proc"].stderr
+    script = LOAD.format(out=str(exported["out"])) + (
+        "picks = [k.tuned_config('cpp_softmax', {'d0': r, 'd1': c}) for r, c in ((900, 1100), (32, 16384))]\n"
+        "print(json.dumps({'picks': picks, 'untuned': k.tuned_config('softmax64', {'d0': 8, 'd1': 8})}))\n"
+    )
+    seen = probe(exported, script)
+    assert seen["picks"] == [TUNED[(1000, 1000)], TUNED[(64, 8192)]], seen
+    assert seen["untuned"] == {}  # no table for the PyTorch winner: its (empty) default
 
 
 def test_metadata_digest_and_build_toml_pass_the_formats_own_checks(exported: dict) -> None:

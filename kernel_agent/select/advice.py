@@ -1,0 +1,71 @@
+"""`optimize --selector`: which configs the search provider times first for a kernel, from a selector fitted on
+every row `kernel-agent tune` stored for its baseline on this device (issue 15, item 4). No rows, no advice: the
+plain hill climb, as before."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kernel_agent.core.config import SelectorChoice
+from kernel_agent.problem.load import Problem
+from kernel_agent.tune.records import Config
+
+if TYPE_CHECKING:
+    from kernel_agent.db.session import Database
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The configs to time first, best first, and one line saying where they came from (or why there are none)."""
+
+    configs: list[Config] = field(default_factory=list)
+    note: str = ""
+
+
+def advise(db: Database, problem: Problem, device: str, threads: int, choice: SelectorChoice) -> Advice:
+    """The search order of `choice`'s selector for the problem's benchmark shapes (its first dtype)."""
+    if choice is SelectorChoice.NONE or not problem.tunables:
+        return Advice()
+    from kernel_agent.db.tuning import VariantKey, stored_times
+    from kernel_agent.db.writes import problem_hash, sha256
+    from kernel_agent.measure.profile import fingerprint_key
+    from kernel_agent.select import stored
+    from kernel_agent.select.prior import search_order
+
+    key = VariantKey(
+        problem.name, problem_hash(problem), sha256(problem.baseline_source), fingerprint_key(device, threads),
+        problem.dtypes[0],
+    )  # fmt: skip
+    if not stored_times(db, key):
+        if choice is SelectorChoice.AUTO:
+            return Advice()
+        return Advice(note=f"--selector {choice}: no tuning rows for this baseline on this device "
+                      f"(kernel-agent tune {problem.path}): plain search")  # fmt: skip
+    found = stored.load(db, problem, problem.baseline_source, key, threads)
+    selector = _selector(SelectorChoice.NEAREST if choice is SelectorChoice.AUTO else choice)
+    if selector is None:
+        return Advice(note="--selector lightgbm: lightgbm is not installed (pip install 'kernel-agent[select]'): "
+                      "plain search")  # fmt: skip
+    selector.fit(found.table, found.context)
+    configs = search_order(selector, [tuple(shape) for shape in problem.shapes])
+    shapes = len(found.table.shapes)
+    note = (
+        f"search order from the {selector.name} selector, fitted on the tuning rows of {shapes} shape(s) "
+        f"on this device: {len(configs)} config(s) first"
+    )
+    return Advice(configs, note)
+
+
+def _selector(choice: SelectorChoice):  # noqa: ANN202 - a Selector, imported late (lightgbm is optional)
+    if choice is SelectorChoice.NEAREST:
+        from kernel_agent.select.nearest import NearestShape
+
+        return NearestShape()
+    if choice is SelectorChoice.ANALYTICAL:
+        from kernel_agent.select.analytical import Analytical
+
+        return Analytical()
+    from kernel_agent.select.ranker import Ranker, available
+
+    return Ranker() if available() else None
