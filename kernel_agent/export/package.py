@@ -260,9 +260,19 @@ def losses(k: files.ExportedKernel) -> list[str]:
     ]
 
 
+def of_record(kernel: rq.KernelRecord, c: rq.CandidateRecord) -> rq.CandidateRecord:
+    """Whose numbers the package quotes for the winner `c`: its newest re-timing with every round when that read
+    faster too (as `runs show` does), else its own verdict. The source shipped is always `c`'s."""
+    from kernel_agent.db.models import RETIME
+
+    retimes = [r for r in kernel.candidates if r.origin == RETIME and r.parent_id == c.id and r.status == "faster"]
+    return max(retimes, key=lambda r: r.id) if retimes else c
+
+
 def _exported(
     kernel: rq.KernelRecord, c: rq.CandidateRecord, source: str, reverified: str, vs: dict[str, Relative]
 ) -> files.ExportedKernel:
+    shown = of_record(kernel, c)
     return files.ExportedKernel(
         name=files.identifier(kernel.name),
         problem=kernel.name,
@@ -273,10 +283,10 @@ def _exported(
         backend=c.backend,
         verified=_verified_on(c),
         tolerances=_tolerances(c),
-        speedup=c.speedup,
-        ci=(c.ci_low, c.ci_high),
-        baseline_ms=c.baseline_ms,
-        candidate_ms=c.candidate_ms,
+        speedup=shown.speedup,
+        ci=(shown.ci_low, shown.ci_high),
+        baseline_ms=shown.baseline_ms,
+        candidate_ms=shown.candidate_ms,
         device=c.device,
         device_name=c.device_name,
         isolation=c.isolation,
@@ -332,7 +342,7 @@ def select(
         if not ok:
             skipped.append((kernel.name, f"candidate {winner.id} {outcome}"))
             continue
-        exported = _exported(kernel, winner, source, outcome, against_torch(db, winner))
+        exported = _exported(kernel, winner, source, outcome, against_torch(db, of_record(kernel, winner)))
         exported.tuned = tuned_tables(db, kernel, winner)
         if exported.tuned:
             notify(f"{kernel.name}: shipping its tuned config table ({len(exported.tuned[0].configs)} shape(s))")

@@ -14,7 +14,8 @@ AGAINST = ("baseline", "eager", "compile")
 
 DEFINITION = (
     "fast_p: the share of the run's kernels whose best verified candidate (status faster or correct, point "
-    "estimate) is correct and more than p times as fast as the reference; fast_0 is the share with a correct "
+    "estimate; the best's re-timing with every round when it read faster too) is correct and more than p times "
+    "as fast as the reference; fast_0 is the share with a correct "
     "candidate. Against eager and compile, only kernels with that reference point measured are counted (n). "
     "geomean: the geometric mean of those speedups over the kernels with a correct candidate."
 )

@@ -74,7 +74,7 @@ def test_a_retime_is_never_reviewed_shipped_counted_or_best_verified(tmp_path: P
         record(db, ids["retime"], "approve")
     (shown,) = run_detail(db, run_id)["kernels"]  # type: ignore[index]
     assert shown["statuses"] == {"flagged": 1, "faster": 1}
-    assert shown["best_verified_speedup"] == 2.0
+    assert shown["best_verified_speedup"] == 4.0  # fast_p counts the number of record: the faster re-timing
     assert (shown["best_candidate"], shown["record_candidate"]) == (ids["best"], ids["retime"])
     assert shown["speedup_ci"] == [3.8, 4.2]  # the number of record: the faster re-timing's interval
 
@@ -83,7 +83,19 @@ def test_a_retime_that_is_not_faster_leaves_the_best_own_interval_on_record(tmp_
     db, run_id, ids = kernel(tmp_path, "correct")
     (shown,) = run_detail(db, run_id)["kernels"]  # type: ignore[index]
     assert (shown["record_candidate"], shown["speedup_ci"]) == (ids["best"], [1.1, 9.0])
+    assert shown["best_verified_speedup"] == 2.0  # the early look stands for fast_p too
     assert shown["statuses"] == {"flagged": 1, "faster": 1}  # nor is it counted as `correct`
     with sqlite3.connect(tmp_path / "runs.db") as connection:
         hashes = connection.execute("select origin, normalized_hash is null from candidates order by id").fetchall()
     assert hashes == [("baseline", 0), ("search", 0), ("search", 0), ("retime", 1)]
+
+
+@pytest.mark.parametrize(("status", "quoted"), [("faster", "retime"), ("correct", "best")])
+def test_export_quotes_the_number_of_record_and_ships_the_best(tmp_path: Path, status: str, quoted: str) -> None:
+    from kernel_agent.export.package import of_record
+
+    db, run_id, ids = kernel(tmp_path, status)
+    (k,) = rq.run_kernels(db, run_id)
+    winner, _ = choose_winner(k, approved_only=False)
+    assert winner is not None and winner.id == ids["best"]
+    assert of_record(k, winner).id == ids[quoted]
