@@ -160,18 +160,20 @@ class Evaluation:
         with gate.shared(self.device):  # compiles and checks may overlap other evaluations'
             prepared, maker, plan, candidate_path = self._prepare()
             spec = self._spec("candidate", candidate_path, self.problem.entry_point, prepared, maker)
+            baseline_spec = None if prepared.interpreted else self._baseline_spec(maker)  # may fail: nothing started
             self.segment = (
                 InputSegment()
             )  # one sealed input segment for both workers: each is frozen while the other runs
             candidate = self._session(spec)
-            baseline = None if prepared.interpreted else self._baseline_session(maker)
+            baseline = None if baseline_spec is None else self._session(baseline_spec)
         try:
             with gate.shared(self.device):
                 started = time.perf_counter()
                 try:
                     candidate.launch()
                     if baseline is not None:
-                        baseline.launch()  # its interpreter and torch import overlap the candidate's checks
+                        with baseline_failure():
+                            baseline.launch()  # its interpreter and torch import overlap the candidate's checks
                     candidate.ready()
                     candidate.load()
                 finally:
@@ -218,20 +220,21 @@ class Evaluation:
             self.accounts["candidate"] = candidate.accounting.to_json()
             verdict.accounting = dict(self.accounts)
 
-    def _session(self, spec: WorkerSpec, deadline: float | None = None) -> WorkerSession:
+    def _session(self, spec: WorkerSpec) -> WorkerSession:
+        """A worker session in its side's own work dir, with the whole timeout from now."""
         workdir = self.baseline_dir if spec.role == "baseline" else self.workdir
-        deadline = deadline if deadline is not None else time.monotonic() + self.options.timeout
+        deadline = time.monotonic() + self.options.timeout
         return WorkerSession(spec, workdir, self.isolation, self.options.limits, deadline, self.segment)
 
-    def _baseline_session(self, maker: CaseMaker) -> WorkerSession:
-        """The baseline's session, built and written into its own work dir; launched beside the candidate's."""
+    def _baseline_spec(self, maker: CaseMaker) -> WorkerSpec:
+        """The baseline's worker, built and written into its own work dir (launched beside the candidate's)."""
         self.baseline_dir.mkdir(exist_ok=True)
         os.chmod(self.baseline_dir, 0o755)
         baseline_path = self.baseline_dir / "base.py"  # as long as cand.py
         write_trusted(baseline_path, self.problem.baseline_source.encode())
         entry = "Model" if self.problem.kind == "kernelbench" else "kernel"
         self.baseline_spec = self._spec("baseline", baseline_path, entry, self._baseline_prepared(), maker)
-        return self._session(self.baseline_spec)
+        return self.baseline_spec
 
     def _prepare(self) -> tuple[Prepared, CaseMaker, list[CaseSpec], Path]:
         """Static checks, trusted build and the check plan: everything before the candidate runs."""

@@ -57,3 +57,18 @@ def test_a_worker_killed_by_a_signal_says_which_and_why(tmp_path: Path) -> None:
     )
     assert verdict.status == "crashed", verdict.reason
     assert "SIGSEGV" in verdict.reason and "about to call crash()" in verdict.reason
+
+
+def test_a_baseline_that_does_not_build_is_a_runtime_error_before_any_sandbox_starts(tmp_path: Path) -> None:
+    """The baseline is built before either worker is launched (it is launched beside the candidate's): a
+    problem whose own C++ does not compile ends `runtime_error` naming the baseline, and leaves nothing behind."""
+    problem_dir = tmp_path / "broken"
+    shutil.copytree(ROOT / "examples" / "cpp_softmax", problem_dir)
+    kernel = problem_dir / "kernel.py"
+    kernel.write_text(kernel.read_text().replace("#define ROW_BLOCK 1", "#define ROW_BLOCK 1\n#error broken baseline"))
+    candidate = (ROOT / "examples" / "cpp_softmax" / "candidates" / "faster.py").read_text()
+    sandbox = tmp_path / "sandbox"
+    verdict = evaluate(load_problem(problem_dir), candidate, EvalOptions(sandbox_root=sandbox, threads=1))
+    assert verdict.status == "runtime_error" and "the baseline failed to build" in verdict.reason, verdict.reason
+    assert "sandbox_start" not in verdict.durations
+    assert not list(sandbox.glob("*/")), "the evaluation's folder was not removed"
