@@ -347,7 +347,8 @@ def test_retime_best_times_an_early_best_again_with_every_round(tmp_path: Path) 
         kernel["speedup"],
         kernel["speedup_ci"],
     )
-    assert sum(shown["statuses"].values()) == 1 and shown["best_verified_speedup"] == json.loads(early)["speedup"]
+    # fast_p counts the number of record: the faster re-timing, not the early look
+    assert sum(shown["statuses"].values()) == 1 and shown["best_verified_speedup"] == kernel["speedup"]
     text = run_cli("runs", "show", "latest", "--db", str(db))
     assert f"re-timed with all rounds (candidate {retime})" in text.stdout
     # Never reviewed or shipped: the queue and the export's choice hold the variant alone.
