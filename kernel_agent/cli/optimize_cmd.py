@@ -151,7 +151,7 @@ def advised_search(database, plan: RunPlan, spec: KernelSpec, problem):  # noqa:
     threads = evaluation.threads or os.cpu_count() or 1
     advice = advise(database, problem, run_device(problem, evaluation.device), threads, plan.search.selector)
     if advice.note:
-        stderr.print(f"{problem.name}: {advice.note}", markup=False, highlight=False)
+        stderr.print(f"{problem.name}: {advice.note}", markup=False, highlight=False, soft_wrap=True)
     return SearchProvider(first=advice.configs)
 
 
