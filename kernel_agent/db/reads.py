@@ -83,7 +83,7 @@ def run_detail(db: Database, run_id: int) -> dict[str, Any] | None:
                     "statuses": dict(statuses),
                     "references": references,
                     "speedup_vs": speedup_vs_json(over_baseline(k.best_speedup, ci, "no best candidate"), references),
-                    "best_verified_speedup": best_verified(session, k),
+                    "best_verified_speedup": best_verified(session, k, record, evaluation),
                 }
             )
         tokens = session.execute(
@@ -207,11 +207,13 @@ def of_record(session: Session, kernel: RunKernelRow) -> tuple[int | None, Evalu
     return kernel.best_candidate_id, best.evaluation if best is not None else None
 
 
-def best_verified(session: Session, kernel: RunKernelRow) -> float | None:
+def best_verified(
+    session: Session, kernel: RunKernelRow, record_id: int | None, record: EvaluationRow | None
+) -> float | None:
     """The best point speedup among a kernel's verified candidates (measurements, the baseline's A/A run and a
-    re-timing, are not candidates), with the best's early look replaced by its number of record when a re-timing
-    read faster too: fast_p then counts what the run's table shows, not the winner's curse of an early stop."""
-    record_id, record = of_record(session, kernel)
+    re-timing, are not candidates), with the best's early look replaced by its number of record (`of_record`)
+    when a re-timing read faster too: fast_p then counts what the run's table shows, not the winner's curse of an
+    early stop."""
     retimed = record is not None and record_id != kernel.best_candidate_id
     query = (
         select(func.max(EvaluationRow.speedup))

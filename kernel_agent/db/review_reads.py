@@ -137,11 +137,6 @@ def add_review(db: Database, candidate_id: int, decision: str, reviewer: str, no
         return row.id
 
 
-def candidate_exists(db: Database, candidate_id: int) -> bool:
-    with db.session() as session:
-        return session.get(CandidateRow, candidate_id) is not None
-
-
 def candidate_origin(db: Database, candidate_id: int) -> tuple[str, int | None] | None:
     """(origin, parent id) of a stored candidate, or None when there is no such candidate."""
     with db.session() as session:

@@ -9,6 +9,7 @@ jinja2 template under templates/.
 
 from __future__ import annotations
 
+import ast
 import csv
 import io
 import json
@@ -25,6 +26,25 @@ from kernel_agent import cpp
 from kernel_agent.export.runtime.dispatch import force_variable
 from kernel_agent.export.tuned import TunedTable
 from kernel_agent.measure.relative import Relative
+
+
+def module_literals(source: str, names: tuple[str, ...]) -> dict[str, Any]:
+    """The module-level `NAME = <literal>` assignments of a problem file among `names` (never executed: the
+    export reads the stored text); one that is not a literal is left out."""
+    values: dict[str, Any] = {}
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return values
+    for node in body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id in names:
+                try:
+                    values[node.targets[0].id] = ast.literal_eval(node.value)
+                except ValueError:
+                    pass
+    return values
+
 
 RUNTIME = Path(__file__).with_name("runtime")
 TEMPLATES = Path(__file__).with_name("templates")

@@ -95,14 +95,7 @@ def module_name(k: files.ExportedKernel) -> str:
 
 def first_shape(reference_source: str, interpreted: bool) -> tuple[int, ...]:
     """The benchmark shape: the problem's first SHAPES entry (its first CHECK_SHAPES one under the interpreter)."""
-    values: dict[str, Any] = {}
-    for node in ast.parse(reference_source).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if node.targets[0].id in ("SHAPES", "CHECK_SHAPES"):
-                try:
-                    values[node.targets[0].id] = ast.literal_eval(node.value)
-                except ValueError:
-                    pass
+    values = files.module_literals(reference_source, ("SHAPES", "CHECK_SHAPES"))
     pool = (values.get("CHECK_SHAPES") if interpreted else None) or values.get("SHAPES") or [(1,)]
     shape = pool[-1] if interpreted else pool[0]
     return tuple(shape) if not isinstance(shape, int) else (shape,)

@@ -238,16 +238,10 @@ def tuned_tables(db: Database, kernel: rq.KernelRecord, c: rq.CandidateRecord) -
 
 
 def shape_names(problem_source: str) -> tuple[str, ...]:
-    """The problem's SHAPE_NAMES literal (the names a caller's shape dict uses), else d0, d1, ... (up to 8)."""
-    import ast
-
-    try:
-        for node in ast.parse(problem_source).body:
-            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "SHAPE_NAMES" for t in node.targets):
-                return tuple(str(n) for n in ast.literal_eval(node.value))
-    except (SyntaxError, ValueError):
-        pass
-    return tuple(f"d{i}" for i in range(8))
+    """The problem's SHAPE_NAMES literal (the names a caller's shape dict uses), else d0, d1, ... (up to 8), as
+    `tune.space.shape_sets` names them."""
+    names = files.module_literals(problem_source, ("SHAPE_NAMES",)).get("SHAPE_NAMES")
+    return tuple(str(n) for n in names) if isinstance(names, (list, tuple)) else tuple(f"d{i}" for i in range(8))
 
 
 def losses(k: files.ExportedKernel) -> list[str]:
@@ -263,16 +257,19 @@ def losses(k: files.ExportedKernel) -> list[str]:
 def of_record(kernel: rq.KernelRecord, c: rq.CandidateRecord) -> rq.CandidateRecord:
     """Whose numbers the package quotes for the winner `c`: its newest re-timing with every round when that read
     faster too (as `runs show` does), else its own verdict. The source shipped is always `c`'s."""
-    from kernel_agent.db.models import RETIME
-
     retimes = [r for r in kernel.candidates if r.origin == RETIME and r.parent_id == c.id and r.status == "faster"]
     return max(retimes, key=lambda r: r.id) if retimes else c
 
 
 def _exported(
-    kernel: rq.KernelRecord, c: rq.CandidateRecord, source: str, reverified: str, vs: dict[str, Relative]
+    kernel: rq.KernelRecord,
+    c: rq.CandidateRecord,
+    shown: rq.CandidateRecord,
+    source: str,
+    reverified: str,
+    vs: dict[str, Relative],
 ) -> files.ExportedKernel:
-    shown = of_record(kernel, c)
+    """The winner `c` as it ships, quoting the numbers of `shown` (its number of record)."""
     return files.ExportedKernel(
         name=files.identifier(kernel.name),
         problem=kernel.name,
@@ -342,7 +339,8 @@ def select(
         if not ok:
             skipped.append((kernel.name, f"candidate {winner.id} {outcome}"))
             continue
-        exported = _exported(kernel, winner, source, outcome, against_torch(db, of_record(kernel, winner)))
+        shown = of_record(kernel, winner)
+        exported = _exported(kernel, winner, shown, source, outcome, against_torch(db, shown))
         exported.tuned = tuned_tables(db, kernel, winner)
         if exported.tuned:
             notify(f"{kernel.name}: shipping its tuned config table ({len(exported.tuned[0].configs)} shape(s))")

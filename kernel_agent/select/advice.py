@@ -37,12 +37,13 @@ def advise(db: Database, problem: Problem, device: str, threads: int, choice: Se
         problem.name, problem_hash(problem), sha256(problem.baseline_source), fingerprint_key(device, threads),
         problem.dtypes[0],
     )  # fmt: skip
-    if not stored_times(db, key):
+    rows = stored_times(db, key)
+    if not rows:
         if choice is SelectorChoice.AUTO:
             return Advice()
         return Advice(note=f"--selector {choice}: no tuning rows for this baseline on this device "
                       f"(kernel-agent tune {problem.path}): plain search")  # fmt: skip
-    found = stored.load(db, problem, problem.baseline_source, key, threads)
+    found = stored.load(db, problem, problem.baseline_source, key, threads, rows)
     selector = _selector(SelectorChoice.NEAREST if choice is SelectorChoice.AUTO else choice)
     if selector is None:
         return Advice(note="--selector lightgbm: lightgbm is not installed (pip install 'kernel-agent[select]'): "

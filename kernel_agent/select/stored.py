@@ -12,6 +12,7 @@ from kernel_agent.select.base import Context
 from kernel_agent.select.device import device_facts
 from kernel_agent.select.table import GroundTruth
 from kernel_agent.tune.ground_truth import default_config
+from kernel_agent.tune.records import ConfigTime
 from kernel_agent.tune.space import ShapeSets, shape_sets
 
 
@@ -23,13 +24,16 @@ class Stored:
     ceilings_note: str
 
 
-def load(db: Database, problem: Problem, variant: str, key: VariantKey, threads: int) -> Stored:
+def load(
+    db: Database, problem: Problem, variant: str, key: VariantKey, threads: int, rows: list[ConfigTime] | None = None
+) -> Stored:
+    """`rows`: the variant's stored rows when the caller has read them already."""
     import torch
 
     from kernel_agent.db.writes import stored_ceilings
     from kernel_agent.measure.profile import ceilings_from_dict
 
-    rows = stored_times(db, key)
+    rows = rows if rows is not None else stored_times(db, key)
     if not rows:
         raise ValueError(f"{problem.name}: no tuning rows for this variant on this device: run kernel-agent tune first")
     table = GroundTruth.from_rows(rows, default_config(problem, variant))

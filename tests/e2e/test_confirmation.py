@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+from adversarial.common import sandbox_processes
 from conftest import CANDIDATES, SOFTMAX
 
 from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
@@ -41,6 +42,7 @@ def test_a_candidate_that_fails_its_checks_leaves_no_baseline_running(tmp_path) 
     verdict = evaluate(load_problem(SOFTMAX), source, EvalOptions(sandbox_root=tmp_path / "sb", threads=1))
     assert verdict.status == "incorrect", verdict.reason
     assert "load" not in verdict.accounting["baseline"]["phases"]  # launched, never given its kernel
+    assert not sandbox_processes(tmp_path / "sb"), "a worker outlived the evaluation"
     assert not list((tmp_path / "sb").glob("*/")), "the evaluation's folder was not removed"
 
 
