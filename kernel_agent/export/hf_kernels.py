@@ -57,6 +57,12 @@ class TableEntry:
     summary: str = ""
     bench_shape: tuple[int, ...] = ()
     bench_dtype: str = "float32"
+    outputs: int = 0  # 0: the op returns one tensor; n: a tuple of n tensors
+
+    @property
+    def returns(self) -> str:
+        """The op's return annotation, from which torch.library infers its schema."""
+        return "torch.Tensor" if not self.outputs else f"tuple[{', '.join(['torch.Tensor'] * self.outputs)}]"
 
 
 def backend_of(k: files.ExportedKernel) -> str:
@@ -83,6 +89,22 @@ def signature_problem(source: str) -> str | None:
                 return "its reference takes defaults, *args, keywords or nothing: an op here takes tensors by position"
             return None
     return "no reference(...) function in its problem"
+
+
+def output_count(reference_source: str) -> int:
+    """How many tensors `reference(...)` returns (0: one tensor, not a tuple), from one call at its smallest
+    check shape on the CPU: the custom op's schema declares it. The problem is the user's trusted code."""
+    import torch
+
+    namespace: dict[str, Any] = {"__name__": "_kernel_agent_reference"}
+    exec(compile(reference_source, "<reference>", "exec"), namespace)  # noqa: S102 - the problem, not a candidate
+    values = files.module_literals(reference_source, ("SHAPES", "CHECK_SHAPES"))
+    shapes = [s if not isinstance(s, int) else (s,) for s in [*(values.get("CHECK_SHAPES") or []), *values["SHAPES"]]]
+    smallest = min(shapes, key=lambda s: torch.Size(s).numel())
+    inputs = namespace["make_inputs"](tuple(smallest), torch.float32, "cpu", torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        out = namespace["reference"](*inputs)
+    return len(out) if isinstance(out, (tuple, list)) else 0
 
 
 def camel(name: str) -> str:
@@ -112,6 +134,7 @@ def entries(winners: dict[str, list[files.ExportedKernel]], backends: list[str] 
             params=reference_params(first.reference_source),
             layer=camel(name),
             module=f"_reference_{name}",
+            outputs=output_count(first.reference_source),
         )
         for backend in backends or sorted({backend_of(k) for k in found} | set(BACKENDS)):
             k = next((w for w in found if backend_of(w) == backend), None)

@@ -17,9 +17,13 @@ checks, and its own model.
 from __future__ import annotations
 
 import os
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernel_agent.problem.load import Problem, as_outputs, seeded_generator, torch_dtype
 
@@ -36,6 +40,7 @@ WORKER_FACTOR = (
     3.5  # per worker: the kernel's temporaries and outputs (KLDivLoss: 3.45), and inputs up to 256 MB copied for checks
 )
 PARAMETER_FACTOR = 6.0  # x parameters in all: model + float64 gold model + sealed state segment + two workers' models
+COVERED_TEMPORARIES = 2.0  # x a call's inputs + outputs: the temporaries the factors above were measured with
 
 
 @dataclass(frozen=True)
@@ -45,15 +50,24 @@ class Footprint:
     inputs: int
     outputs: int
     parameters: int
+    temporaries: int = 0  # what the reference holds beyond its outputs at its peak (traced, see LiveBytes)
 
     @property
     def working_set(self) -> int:
         return self.inputs + self.outputs + self.parameters
 
     @property
+    def extra_temporaries(self) -> int:
+        """Temporaries beyond what the factors below already allow for (up to twice a call's inputs and
+        outputs, as KLDivLoss's): a level 2 model's activations can be 80x its inputs and outputs."""
+        return max(0, self.temporaries - COVERED_TEMPORARIES * (self.inputs + self.outputs))
+
+    @property
     def needed(self) -> int:
         """Host memory for an evaluation whose check cases are compared with a float64 gold."""
-        return self.needed_without_gold + int(GOLD_FACTOR * (self.inputs + self.outputs))
+        return (
+            self.needed_without_gold + int(GOLD_FACTOR * (self.inputs + self.outputs)) + 2 * self.extra_temporaries
+        )  # the gold's temporaries are float64: twice the reference's
 
     @property
     def needed_without_gold(self) -> int:
@@ -62,13 +76,15 @@ class Footprint:
         return int(
             (SEGMENT_FACTOR + ORCHESTRATOR_FACTOR + 2 * WORKER_FACTOR) * per_call
             + PARAMETER_FACTOR * self.parameters
+            + 3 * self.extra_temporaries  # the orchestrator's reference and each worker's kernel
             + 3 * BASE_BYTES
         )
 
     def describe(self) -> str:
+        held = f", and {_gb(self.temporaries)} of temporaries at its peak" if self.temporaries else ""
         return (
             f"one call's working set {_gb(self.working_set)} (inputs {_gb(self.inputs)}, "
-            f"outputs {_gb(self.outputs)}, parameters {_gb(self.parameters)})"
+            f"outputs {_gb(self.outputs)}, parameters {_gb(self.parameters)}){held}"
         )
 
 
@@ -84,14 +100,62 @@ def _nbytes(tensors: object) -> int:
     return 0
 
 
+class LiveBytes(TorchDispatchMode):
+    """The most bytes of tensors the traced ops held alive at once: each op's outputs counted by storage
+    (views share one) until the last tensor on it is collected. It sees what a forward keeps between
+    ops, not an op's own workspace inside its kernel."""
+
+    def __init__(self, existing: list[torch.Tensor]) -> None:
+        super().__init__()
+        self.existing = {t.untyped_storage()._cdata for t in existing}  # inputs and weights: not temporaries
+        self.holders: dict[int, int] = {}
+        self.live = 0
+        self.peak = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204 - torch's protocol
+        out = func(*args, **(kwargs or {}))
+        for leaf in pytree.tree_leaves(out):
+            if isinstance(leaf, torch.Tensor):
+                self._hold(leaf)
+        return out
+
+    def _hold(self, tensor: torch.Tensor) -> None:
+        try:
+            storage = tensor.untyped_storage()
+        except (RuntimeError, NotImplementedError):  # sparse or storage-less: not counted
+            return
+        key, size = storage._cdata, storage.nbytes()
+        if key in self.existing:  # a view of an input or a weight (the transposed weight of a linear)
+            return
+        if key not in self.holders:
+            self.holders[key] = 0
+            self.live += size
+            self.peak = max(self.peak, self.live)
+        self.holders[key] += 1
+        weakref.finalize(tensor, self._release, key, size)
+
+    def _release(self, key: int, size: int) -> None:
+        self.holders[key] -= 1
+        if not self.holders[key]:
+            del self.holders[key]
+            self.live -= size
+
+
+def _traced(call: Callable[[], object], existing: list[torch.Tensor]) -> tuple[object, int]:
+    """A call's result and its temporaries: the most it held beyond that result and what `existing` holds."""
+    with torch.no_grad(), LiveBytes([t for t in existing if isinstance(t, torch.Tensor)]) as live:
+        out = call()
+    return out, max(0, live.peak - _nbytes(as_outputs(out)))
+
+
 def kernelbench_footprint(module: object) -> Footprint:
-    """Inputs, outputs and parameters of a KernelBench `Model`, built on the meta device."""
+    """Inputs, outputs, parameters and temporaries of a KernelBench `Model`, built on the meta device."""
     with torch.device("meta"):
         inputs = list(module.get_inputs())  # type: ignore[attr-defined]
         model = module.Model(*module.get_init_inputs())  # type: ignore[attr-defined]
-        outputs = model(*inputs)
-    state = list(model.parameters()) + list(model.buffers())
-    return Footprint(_nbytes(inputs), _nbytes(outputs), _nbytes(state))
+        state = list(model.parameters()) + list(model.buffers())
+        outputs, temporaries = _traced(lambda: model(*inputs), inputs + state)
+    return Footprint(_nbytes(inputs), _nbytes(outputs), _nbytes(state), temporaries)
 
 
 REAL_DRAW_ELEMENTS = 1 << 22  # shapes up to this many elements are sized by one real draw (no meta-device import)
@@ -108,13 +172,13 @@ def native_footprint(problem: Problem, shape: tuple[int, ...], dtype: str) -> Fo
     if elements > REAL_DRAW_ELEMENTS:
         try:
             inputs = list(module.make_inputs(shape, torch_dtype(dtype), "meta", seeded_generator(0)))
-            return Footprint(_nbytes(inputs), _nbytes(as_outputs(module.reference(*inputs))), 0)
+            outputs, temporaries = _traced(lambda: module.reference(*inputs), inputs)
+            return Footprint(_nbytes(inputs), _nbytes(as_outputs(outputs)), 0, temporaries)
         except Exception:  # noqa: BLE001 - a reference the meta device cannot run: measure one real call
             pass
     inputs = list(module.make_inputs(shape, torch_dtype(dtype), "cpu", seeded_generator(0)))
-    with torch.no_grad():
-        outputs = as_outputs(module.reference(*inputs))
-    return Footprint(_nbytes(inputs), _nbytes(outputs), 0)
+    outputs, temporaries = _traced(lambda: module.reference(*inputs), inputs)
+    return Footprint(_nbytes(inputs), _nbytes(as_outputs(outputs)), 0, temporaries)
 
 
 def largest_footprint(problem: Problem) -> Footprint:

@@ -47,6 +47,11 @@ TWO_INPUTS = REFERENCE.replace(
     "return [torch.randn(*shape, generator=generator).to(dtype=dtype, device=device), torch.randn(",
 )
 CALLS = "CALLS = []\n\n"
+# An op of two outputs: a row softmax and its log-sum-exp (the schema must declare a tuple).
+SOFTMAX_LSE = REFERENCE.replace(
+    "def reference(x):\n    return torch.softmax(x, dim=-1)",
+    "def reference(x):\n    return torch.softmax(x, dim=-1), torch.logsumexp(x, dim=-1)",
+)
 
 
 def kernel(name: str, **changes) -> files.ExportedKernel:
@@ -102,11 +107,21 @@ def project(tmp_path: Path) -> Iterator[tuple[Path, str, list[str]]]:
         source="def kernel(a, b):\n    return a * b + a\n",
         vs={"eager": missing("no reference point"), "compile": missing("no reference point")},
     )
+    two_outputs = kernel(
+        "softmax_lse",
+        reference_source=SOFTMAX_LSE,
+        source="import torch\n\ndef kernel(x):\n    return [torch.softmax(x, -1), torch.logsumexp(x, -1)]\n",
+    )
     cuda_only = kernel(
         "gpu_only", device="cuda", verified=[("cuda", "float32")], device_name="Fake GPU", candidate_id=9
     )
     hf_kernels.write_project(
-        out, package, [3, 4], [cpu_winner, mul, cuda_only], [("gelu", "no accepted candidate")], notes.append
+        out,
+        package,
+        [3, 4],
+        [cpu_winner, mul, two_outputs, cuda_only],
+        [("gelu", "no accepted candidate")],
+        notes.append,
     )
     yield out, package, notes
     for module in [m for m in sys.modules if m.startswith(f"_{package}_")]:
@@ -151,7 +166,9 @@ def test_each_variant_holds_only_its_own_devices_winners(project: tuple[Path, st
     cpu, cuda = out / "build" / "torch-cpu", out / "build" / "torch-cuda"
     assert (cpu / "_kernel_soft_max_cpu.py").exists() and not (cpu / "_kernel_gpu_only_cuda.py").exists()
     assert (cuda / "_kernel_gpu_only_cuda.py").exists() and not (cuda / "_kernel_soft_max_cpu.py").exists()
-    assert any("build/torch-cuda: no winner verified on cuda for mul_add, soft_max" in n for n in notes), notes
+    assert any("build/torch-cuda: no winner verified on cuda for mul_add, soft_max, softmax_lse" in n for n in notes), (
+        notes
+    )
     assert any("build/torch-cpu: no winner verified on cpu for gpu_only" in n for n in notes), notes
     module = load_variant(cuda)
     assert module.KERNELS["soft_max"]["fallback"]["cuda"].startswith("no winner verified on cuda")
@@ -177,6 +194,29 @@ def test_ops_dispatch_and_trace_under_compile_fullgraph(project: tuple[Path, str
     assert torch.allclose(compiled(x, b), both(x, b), atol=1e-6)
     calls = sys.modules[f"{module.__name__}._kernel_soft_max_cpu"].CALLS
     assert len(calls) >= 3  # the compiled graph called the optimized kernel, not only the fake
+
+
+def test_an_op_of_two_outputs_returns_a_tuple_and_traces_under_compile_fullgraph(
+    project: tuple[Path, str, list[str]],
+) -> None:
+    """The schema is inferred from the return annotation: a reference returning two tensors makes an op of
+    two outputs (a kernel returning a list is handed back as the tuple the schema declares)."""
+    out, _, _ = project
+    module = load_variant(out / "build" / "torch-cpu")
+    x = torch.randn(4, 8)
+    got = module.softmax_lse(x)
+    assert isinstance(got, tuple) and len(got) == 2 and module.last_path("softmax_lse") == "optimized"
+    assert torch.allclose(got[0], torch.softmax(x, -1)) and torch.allclose(got[1], torch.logsumexp(x, -1))
+    schema = str(getattr(torch.ops, module.NAMESPACE).softmax_lse.default._schema)
+    assert schema.endswith("-> (Tensor, Tensor)"), schema
+
+    def use(x: torch.Tensor) -> torch.Tensor:
+        y, lse = module.layers.SoftmaxLse()(x)
+        return y.sum(-1) + lse
+
+    torch._dynamo.reset()
+    compiled = torch.compile(use, fullgraph=True, backend="aot_eager")
+    assert torch.allclose(compiled(x), use(x), atol=1e-6)
 
 
 def test_tuned_table_ships_per_device_and_nearest_shape_wins(project: tuple[Path, str, list[str]]) -> None:

@@ -46,7 +46,11 @@ def test_a_kernelbench_model_is_sized_with_its_weights_without_allocating_them(t
     path.write_text(BIG_LINEAR)
     footprint = largest_footprint(load_problem(path))
     n = 1 << 15
-    assert footprint == Footprint(inputs=4096 * n * 4, outputs=4096 * n * 4, parameters=(n * n + n) * 4)
+    # the linear's output is alive beside relu's until relu returns: 512 MiB of temporaries at the peak
+    assert footprint == Footprint(
+        inputs=4096 * n * 4, outputs=4096 * n * 4, parameters=(n * n + n) * 4, temporaries=4096 * n * 4
+    )
+    assert footprint.extra_temporaries == 0  # within what the measured factors allow for
     per_call = footprint.inputs + footprint.outputs
     assert footprint.needed_without_gold == int(10.5 * per_call + 6 * footprint.parameters + 3 * BASE_BYTES)
     assert footprint.needed == footprint.needed_without_gold + int(3 * per_call)  # the float64 gold on top
@@ -60,7 +64,39 @@ def test_a_reference_the_meta_device_cannot_run_is_measured_on_one_real_call(tmp
         "def reference(x):\n    scale = float(x.abs().max())  # .item() of a meta tensor raises\n    return x / scale\n"
     )
     problem = load_problem(write_problem(tmp_path / "p", source))
-    assert largest_footprint(problem) == Footprint(8 * 16 * 4, 8 * 16 * 4, 0)
+    footprint = largest_footprint(problem)  # the scalar max() made on the way counts as a temporary
+    assert (footprint.inputs, footprint.outputs, footprint.parameters) == (8 * 16 * 4, 8 * 16 * 4, 0)
+
+
+WIDE_ACTIVATIONS = """import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        wide = x.repeat(1, 64)  # 64x the input, alive until the sum
+        return (wide * 2).sum(dim=1)
+
+
+def get_inputs():
+    return [torch.randn(1024, 1 << 14)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_model_whose_activations_dwarf_its_inputs_is_sized_with_them(tmp_path: Path) -> None:
+    """64 MiB in, 4 KiB out, and two 4 GiB activations alive at once: the temporaries, not the working set,
+    decide whether it fits, and the refusal names them."""
+    path = tmp_path / "wide.py"
+    path.write_text(WIDE_ACTIVATIONS)
+    footprint = largest_footprint(load_problem(path))
+    assert footprint.inputs == 64 * MIB and footprint.outputs == 4 * 1024
+    assert footprint.temporaries == 8 * GB
+    assert footprint.needed_without_gold >= 3 * 8 * GB  # the orchestrator's reference and both workers
+    reason = refusal(load_problem(path), "cpu", budget_bytes=16 * GB)
+    assert reason is not None and "8.00 GB of temporaries at its peak" in reason
 
 
 def test_too_small_a_budget_is_refused_with_the_numbers_and_the_flag(tmp_path: Path) -> None:
