@@ -93,17 +93,21 @@ def signature_problem(source: str) -> str | None:
 
 def output_count(reference_source: str) -> int:
     """How many tensors `reference(...)` returns (0: one tensor, not a tuple), from one call at its smallest
-    check shape on the CPU: the custom op's schema declares it. The problem is the user's trusted code."""
+    check shape on the CPU: the custom op's schema declares it. The problem is the user's trusted code; one that
+    cannot be called so (no shapes, no make_inputs) keeps the one-tensor schema."""
     import torch
 
     namespace: dict[str, Any] = {"__name__": "_kernel_agent_reference"}
-    exec(compile(reference_source, "<reference>", "exec"), namespace)  # noqa: S102 - the problem, not a candidate
-    values = files.module_literals(reference_source, ("SHAPES", "CHECK_SHAPES"))
-    shapes = [s if not isinstance(s, int) else (s,) for s in [*(values.get("CHECK_SHAPES") or []), *values["SHAPES"]]]
-    smallest = min(shapes, key=lambda s: torch.Size(s).numel())
-    inputs = namespace["make_inputs"](tuple(smallest), torch.float32, "cpu", torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        out = namespace["reference"](*inputs)
+    try:
+        exec(compile(reference_source, "<reference>", "exec"), namespace)  # noqa: S102 - the problem, not a candidate
+        pool = [*namespace.get("CHECK_SHAPES", []), *namespace.get("SHAPES", [])]  # computed lists too
+        shapes = [tuple(s) if not isinstance(s, int) else (s,) for s in pool]
+        smallest = min(shapes, key=lambda s: torch.Size(s).numel())
+        inputs = namespace["make_inputs"](smallest, torch.float32, "cpu", torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            out = namespace["reference"](*inputs)
+    except Exception:  # noqa: BLE001 - the schema falls back to one tensor, as before this was counted
+        return 0
     return len(out) if isinstance(out, (tuple, list)) else 0
 
 

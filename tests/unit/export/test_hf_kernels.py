@@ -293,3 +293,15 @@ def test_nearest_shape_uses_log_distance_and_falls_back_to_the_default() -> None
     assert runtime_tuned.nearest(entries, {"n": 600}, {"B": 0}) == {"B": 2}
     assert runtime_tuned.nearest(entries, {"m": 600}, {"B": 0}) == {"B": 0}  # no shared size
     assert runtime_tuned.slug("NVIDIA H100 80GB HBM3") == "nvidia_h100_80gb_hbm3"
+
+
+def test_the_output_count_reads_computed_shapes_and_falls_back_to_one_tensor() -> None:
+    """SHAPES may be computed (`1 << 22`, as cpp_adamw's and triton_gelu's are): the count runs the module, not
+    its literals. A reference that cannot be called so keeps the one-tensor schema instead of failing the export."""
+    three = SOFTMAX_LSE.replace("SHAPES = [(4, 8)]", "SHAPES = [(1 << 2, 8)]").replace(
+        "torch.logsumexp(x, dim=-1)", "torch.logsumexp(x, dim=-1), x.amax(-1)"
+    )
+    assert hf_kernels.output_count(three) == 3
+    assert hf_kernels.output_count(SOFTMAX_LSE) == 2
+    assert hf_kernels.output_count(REFERENCE) == 0
+    assert hf_kernels.output_count(REFERENCE.replace("SHAPES = [(4, 8)]\nCHECK_SHAPES = [(1, 1)]\n", "")) == 0
