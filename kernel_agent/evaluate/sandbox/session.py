@@ -181,7 +181,6 @@ class WorkerSession:
         self.limits = limits
         self.accounting = Accounting(method="none")
         self.cpuset: V1Group | None = None
-        self.cpus: set[int] | None = None
         self.pids: V1Group | None = None
         self._last: Usage | None = None
         self._cpu_at_thaw = 0
@@ -227,12 +226,12 @@ class WorkerSession:
         root = cgroup_root()
         label = f"{spec.role}-{os.getpid()}"
         self.cgroup = Cgroup(root, label) if root is not None else None
-        self.cpus = timing_cpus(spec.threads) if spec.device == "cpu" else None
+        cpus = timing_cpus(spec.threads) if spec.device == "cpu" else None
         # The timing cores as a cpuset the sandbox cannot leave (sched_setaffinity alone can be undone
-        # from inside), and a pids group whose peak shows threads that lived only inside a call. The
-        # worker starts on every core and is pinned in ready(), frozen, before any kernel code runs:
-        # two workers starting at once on one timing core each took twice as long to start.
-        self.cpuset = V1Group.make("cpuset", label) if self.cpus else None
+        # from inside), and a pids group whose peak shows threads that lived only inside a call.
+        self.cpuset = V1Group.make("cpuset", label) if cpus else None
+        if self.cpuset is not None:
+            self.cpuset.write("cpuset.cpus", ",".join(str(c) for c in sorted(cpus or ())))
         self.pids = V1Group.make("pids", label)
         # Parent -> worker on FD_IN, worker -> parent on FD_OUT.
         to_worker_r, self.to_worker = os.pipe()
@@ -263,6 +262,8 @@ class WorkerSession:
             for group in groups:
                 group.join()
             limits.apply()
+            if cpus:
+                os.sched_setaffinity(0, cpus)
             _same_layout()
 
         pass_fds = (FD_IN, FD_OUT, FD_INPUTS) + ((FD_STATE,) if state_fd >= 0 else ())
@@ -288,7 +289,10 @@ class WorkerSession:
         os.close(from_worker_w)
         self.reader = channel.LineReader(self.from_worker)
         self.control = ProcessControl(self.process.pid, self.cgroup)
-        self.accounting = Accounting(method=self.control.accounting())
+        pinned = (
+            "cpuset " + self.cpuset.read("cpuset.cpus") if self.cpuset is not None else ("affinity" if cpus else "any")
+        )
+        self.accounting = Accounting(method=self.control.accounting(), cores=pinned)
         self._launched_ns = time.perf_counter_ns()
 
     def ready(self) -> None:
@@ -303,27 +307,9 @@ class WorkerSession:
             self.close()
             raise WorkerFailure("crashed", f"cannot read the worker's memory: {exc.strerror}") from None
         self._freeze()
-        self._pin()
         self._account("start", began)
         self._watchdog = threading.Thread(target=self._watch_disk, name="disk-watchdog", daemon=True)
         self._watchdog.start()
-
-    def _pin(self) -> None:
-        """Pin the frozen worker to the timing cores: its cpuset narrowed (which rebinds every task in
-        it), and each of its threads' affinity set, the only pin where no cpuset exists."""
-        assert self.control is not None
-        if not self.cpus:
-            self.accounting.cores = "any"
-            return
-        if self.cpuset is not None:
-            self.cpuset.write("cpuset.cpus", ",".join(str(c) for c in sorted(self.cpus)))
-        for pid in self.control.members():
-            for tid in _tasks(pid):
-                try:
-                    os.sched_setaffinity(tid, self.cpus)
-                except OSError:  # a task that ended since it was listed
-                    pass
-        self.accounting.cores = "cpuset " + self.cpuset.read("cpuset.cpus") if self.cpuset is not None else "affinity"
 
     def _disk_reason(self) -> str | None:
         """Why the sandbox's writes on the host are over quota: its log always (it lives on the host
@@ -660,13 +646,6 @@ def _same_layout() -> None:
             libc.personality(current | ADDR_NO_RANDOMIZE)
     except OSError:
         pass
-
-
-def _tasks(pid: int) -> list[int]:
-    try:
-        return [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
-    except OSError:
-        return []
 
 
 def timing_cpus(threads: int) -> set[int] | None:
