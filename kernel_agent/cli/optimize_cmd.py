@@ -26,11 +26,11 @@ from kernel_agent.cli.speedups import (
     reference_cells,
 )
 from kernel_agent.core.config import ExecutorKind
-from kernel_agent.optimize.config import KernelSpec, RunPlan
+from kernel_agent.optimize.config import KernelSpec, RunPlan, per_device
 
 # Evaluation options `optimize` does not offer (yet): a run evaluates with their defaults, a manifest sets backend per
-# kernel.
-NOT_OFFERED = ("backend", "timing_rounds", "isolation", "keep_workdir")
+# kernel. `device` is offered as the run's `--device` list instead (RunPlan.devices: one kernel entry per device).
+NOT_OFFERED = ("backend", "timing_rounds", "isolation", "keep_workdir", "device")
 
 
 @from_config
@@ -71,6 +71,7 @@ def optimize_command(
             plan.kernels += load_manifest(manifest)
     except PlanError as exc:
         fail(str(exc))
+    plan.kernels = per_device(plan.kernels, plan.devices)
     if plan.provider == "replay" and plan.provider_options.replay_run is None:
         fail("--provider replay needs --replay-run RUN (the run whose recorded replies to replay)")
     check_compile_modes(plan.references.compile_modes)
@@ -108,17 +109,22 @@ def run_resume(
     execute(database, plan, run_id, json_output)
 
 
-def build_providers(database, plan: RunPlan, problems) -> dict:
-    """One provider per kernel name (replay is per kernel; the others are shared)."""
+def build_providers(database, plan: RunPlan, problems, labels: list[str] | None = None) -> dict:
+    """One provider per kernel label (its name, with its device in a multi-device run; replay is per kernel, the
+    search per kernel and device; the others are shared)."""
     from kernel_agent.db import writes as store
+    from kernel_agent.optimize.kernel_loop import missing_device
+    from kernel_agent.optimize.run import device_of
     from kernel_agent.propose import make_provider
     from kernel_agent.propose.openai_chat import load_prices
+    from kernel_agent.propose.search import SearchProvider
 
+    labels = labels or [p.name for _, p in problems]
     options = plan.provider_options
     if plan.provider == "replay":
         return {
-            p.name: make_provider("replay", calls=store.recorded_calls(database, options.replay_run, p.name))
-            for _, p in problems
+            label: make_provider("replay", calls=store.recorded_calls(database, options.replay_run, p.name))
+            for (_, p), label in zip(problems, labels)
         }
     if plan.provider == "openai":
         shared = make_provider(
@@ -135,10 +141,15 @@ def build_providers(database, plan: RunPlan, problems) -> dict:
             n=plan.search.samples,
         )
     elif plan.provider == "search":
-        return {p.name: advised_search(database, plan, spec, p) for spec, p in problems}
+        return {  # a kernel whose device is not here runs nothing: no advice to read for it
+            label: SearchProvider()
+            if missing_device(p, device_of(plan, spec))
+            else advised_search(database, plan, spec, p)
+            for (spec, p), label in zip(problems, labels)
+        }
     else:  # plugins: they take no options from the command line
         shared = make_provider(plan.provider)
-    return {p.name: shared for _, p in problems}
+    return {label: shared for label in labels}
 
 
 def advised_search(database, plan: RunPlan, spec: KernelSpec, problem):  # noqa: ANN001 - Problem, imported late
@@ -160,29 +171,35 @@ def execute(database, plan: RunPlan, run_id: int | None, json_output: bool) -> N
     from kernel_agent.cli.progress import LoopProgress
     from kernel_agent.db import writes as store
     from kernel_agent.evaluate.pipeline import EvalOptions, run_device
-    from kernel_agent.optimize.run import BatchRun, device_ceilings, load_kernel, store_plan
+    from kernel_agent.optimize.kernel_loop import missing_device
+    from kernel_agent.optimize.run import BatchRun, device_ceilings, device_of, labels, load_kernel, store_plan
     from kernel_agent.optimize.search_state import KernelStatus
     from kernel_agent.problem.canaries import audit_problem
     from kernel_agent.problem.load import ProblemError
     from kernel_agent.propose.openai_chat import ProviderConfigError
 
     problems = []
+    available = []  # (problem, the device it runs on) of each kernel whose device is here
     for spec in plan.kernels:
         try:
             problem = load_kernel(spec)
-            for warning in audit_problem(problem, run_device(problem, plan.evaluation.device)):
-                warn(warning)
+            named = device_of(plan, spec)
+            if not missing_device(problem, named):  # else: the kernel's loop ends with the reason
+                available.append((problem, run_device(problem, named)))
+                for warning in audit_problem(problem, available[-1][1]):
+                    warn(warning)
         except ProblemError as exc:
             fail(str(exc))
         problems.append((spec, problem))
-    names = [p.name for _, p in problems]
-    if len(set(names)) != len(names):
+    keys = [(p.name, device_of(plan, spec)) for spec, p in problems]
+    if len(set(keys)) != len(keys):
         fail(
             "two kernels share a name "
-            f"({', '.join(sorted({n for n in names if names.count(n) > 1}))}); pass each problem once"
+            f"({', '.join(sorted({key[0] for key in keys if keys.count(key) > 1}))}); pass each problem once"
         )
+    shown = labels(plan, problems)
     try:
-        providers = build_providers(database, plan, problems)
+        providers = build_providers(database, plan, problems, shown)
     except (ProviderConfigError, ValueError) as exc:
         fail(str(exc))
     if run_id is None:
@@ -199,12 +216,8 @@ def execute(database, plan: RunPlan, run_id: int | None, json_output: bool) -> N
             highlight=False,
         )
     executor = build_executor(plan)
-    progress = LoopProgress(stderr, names, plan.search.proposal_rounds)
-    timed_devices = {
-        run_device(p, plan.evaluation.device)
-        for _, p in problems
-        if not (p.device == "cuda" and run_device(p, plan.evaluation.device) == "cpu")
-    }
+    progress = LoopProgress(stderr, shown, plan.search.proposal_rounds)
+    timed_devices = {device for p, device in available if not (p.device == "cuda" and device == "cpu")}
     ceilings = device_ceilings(
         database, timed_devices, EvalOptions.from_config(plan.evaluation).threads, remeasure=False
     )
@@ -301,6 +314,7 @@ STATUS_LABELS = {
     "baseline_failed": "baseline failed",
     "too_large": "too large",
     "provider_failed": "provider failed",
+    "no_device": "no device",
     "budget_reached": "budget reached",
     "interrupted": "interrupted",
 }
@@ -312,38 +326,43 @@ MIN_WIDTHS = {"status": 8}
 
 def render_summary(run_id: int, results: list, metrics: dict | None = None) -> None:
     """The final table on stdout; reasons follow it, one line per kernel that has one (a flagged candidate
-    waiting for review always has one, with the command that approves it)."""
+    waiting for review always has one, with the command that approves it). A run on several devices shows each
+    kernel's device."""
     from rich.table import Table
 
     table = Table(title=f"run {run_id}", caption=f"{MS_CAPTION}; {REFERENCE_CAPTION}")
-    vs = {r.name: {kind: relative.to_json() for kind, relative in r.speedup_vs().items()} for r in results}
-    for column in ("kernel", "baseline ms", "best ms", "speedup", *REFERENCE_COLUMNS, "best candidate", "status"):
+    several = len({r.device for r in results}) > 1
+    vs = [{kind: relative.to_json() for kind, relative in r.speedup_vs().items()} for r in results]
+    columns = ("kernel", *(("device",) if several else ()), "baseline ms", "best ms", "speedup", *REFERENCE_COLUMNS)
+    for column in (*columns, "best candidate", "status"):
         table.add_column(
             column,
-            justify="right" if column not in ("kernel", "status") else "left",
+            justify="right" if column not in ("kernel", "device", "status") else "left",
             no_wrap=column == "kernel",
             min_width=MIN_WIDTHS.get(column),
         )
-    for r in results:
+    for r, versus in zip(results, vs):
         table.add_row(
             r.name,
+            *((r.device,) if several else ()),
             f"{r.baseline_ms:.3f}" if r.baseline_ms else "-",
             f"{r.best_ms:.3f}" if r.best_ms else "-",
             f"{r.speedup:.2f}x" if r.speedup else "-",
-            *reference_cells(vs[r.name]),
+            *reference_cells(versus),
             str(r.best_candidate or "-"),
             STATUS_LABELS.get(r.status, r.status),
         )
     stdout.print(table)
     if metrics is not None:
         print_metrics(stdout, metrics)
-    for r in results:
+    for r, versus in zip(results, vs):
+        name = f"{r.name} ({r.device})" if several else r.name
         if r.reason:  # soft_wrap: a `kernel-agent review approve ...` command stays on one line to copy
-            stdout.print(f"{r.name}: {r.reason}", highlight=False, soft_wrap=True)
-        lost = losing_to_torch(r.name, vs[r.name])
+            stdout.print(f"{name}: {r.reason}", highlight=False, soft_wrap=True)
+        lost = losing_to_torch(name, versus)
         if lost:
             stdout.print(lost, highlight=False, soft_wrap=True)
         for kind, point in sorted(r.references.items()):
             if point.get("speedup") is None:
-                stdout.print(f"{r.name}: no torch {kind} point: {point.get('reason')}", highlight=False, soft_wrap=True)
+                stdout.print(f"{name}: no torch {kind} point: {point.get('reason')}", highlight=False, soft_wrap=True)
     stdout.print(f"details: kernel-agent runs show {run_id}; code: kernel-agent candidates diff ID", highlight=False)

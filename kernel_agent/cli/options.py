@@ -81,6 +81,8 @@ def typer_option(leaf: Leaf) -> Any:
     extra: dict[str, Any] = {}
     if isinstance(leaf.hint, type) and issubclass(leaf.hint, Enum):
         extra = {"parser": choice_parser(leaf.hint), "metavar": "<" + "|".join(m.value for m in leaf.hint) + ">"}
+    elif isinstance(leaf.hint, type) and hasattr(leaf.hint, "parse"):  # a value of its own syntax (core.config.Devices)
+        extra = {"parser": value_parser(leaf.hint.parse), "metavar": getattr(leaf.hint, "METAVAR", "TEXT")}
     if meta.get("min") is not None:
         extra["min"] = meta["min"]
     return typer.Option(default_of(leaf.field), flag_of(leaf.field), help=meta["help"], **extra)
@@ -97,6 +99,18 @@ def choice_parser(kind: type[Enum]) -> Callable[[Any], Enum]:
             raise typer.BadParameter(f"must be {', '.join(names[:-1])} or {names[-1]}, not {value!r}") from None
 
     return parse
+
+
+def value_parser(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`parse` with its ValueError as a usage error (exit 2, one line naming what is accepted)."""
+
+    def parsed(value: Any) -> Any:
+        try:
+            return parse(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+
+    return parsed
 
 
 def build(kind: type, values: dict[tuple[str, ...], Any], path: tuple[str, ...]) -> Any:

@@ -36,7 +36,9 @@ def list_command(db: str = opt.DB, json_output: bool = opt.JSON) -> None:
     for column in ("run", "started", "status", "provider", "kernels"):
         table.add_column(column)
     for run in runs:
-        table.add_row(str(run["run_id"]), run["started"], run["status"], run["provider"], ", ".join(run["kernels"]))
+        several = len(set(run["devices"])) > 1  # --device cpu,cuda: each kernel once per device
+        kernels = [f"{k} ({d})" if several else k for k, d in zip(run["kernels"], run["devices"])]
+        table.add_row(str(run["run_id"]), run["started"], run["status"], run["provider"], ", ".join(kernels))
     stdout.print(table)
 
 
@@ -62,8 +64,10 @@ def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON)
         highlight=False,
     )
     table = Table(caption=f"{MS_CAPTION}; {REFERENCE_CAPTION}")
+    several = len({k["device"] for k in detail["kernels"]}) > 1  # --device cpu,cuda: a row per kernel and device
     for column in (
         "kernel",
+        *(("device",) if several else ()),
         "status",
         "rounds",
         "baseline ms",
@@ -77,6 +81,7 @@ def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON)
     for k in detail["kernels"]:
         table.add_row(
             k["name"],
+            *((k["device"],) if several else ()),
             k["status"],
             str(k["rounds"]),
             f"{k['baseline_ms']:.3f}" if k["baseline_ms"] else "-",
@@ -89,14 +94,15 @@ def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON)
     stdout.print(table)
     print_metrics(stdout, detail["metrics"])
     for k in detail["kernels"]:  # soft_wrap: a `kernel-agent review approve ...` command stays on one line to copy
+        name = f"{k['name']} ({k['device']})" if several else k["name"]
         if k["reason"]:
-            stdout.print(f"{k['name']}: {k['reason']}", highlight=False, soft_wrap=True)
-        lost = losing_to_torch(k["name"], k["speedup_vs"])
+            stdout.print(f"{name}: {k['reason']}", highlight=False, soft_wrap=True)
+        lost = losing_to_torch(name, k["speedup_vs"])
         if lost:
             stdout.print(lost, highlight=False, soft_wrap=True)
         review = k.get("review")
         if review and review["note"] not in (k["reason"] or ""):
-            stdout.print(f"{k['name']}: {review['note']}", highlight=False, soft_wrap=True)
+            stdout.print(f"{name}: {review['note']}", highlight=False, soft_wrap=True)
 
 
 @app.command("resume")

@@ -2,7 +2,9 @@
 
 The command line (`cli/options.py` turns fields into typer options), the run plan stored with each
 run (`optimize/config.py`) and the TOML manifest's per-kernel keys all read these fields, so a default
-is written once. Choices are enums: `str` subclasses that compare equal to, and store as, their value.
+is written once. Choices are enums: `str` subclasses that compare equal to, and store as, their value. A value
+that is neither a plain type nor a choice (`Devices`, a comma-separated list) is a class with a `parse`
+classmethod, which both the command line and the stored plan go through.
 
 `EvalConfig` lives here, in `core`, because the evaluation (which must not import `optimize`) extends
 it into its full option set, `evaluate.pipeline.EvalOptions`.
@@ -34,6 +36,44 @@ class Device(Choice):
     AUTO = "auto"  # the problem's device when it is visible here, else the CPU
     CPU = "cpu"
     CUDA = "cuda"
+
+
+class Devices(tuple):
+    """The devices a run evaluates each kernel on (`optimize --device cpu,cuda`): `auto` alone, or one or more of
+    cpu and cuda, each once. A tuple of `Device`; stored as the list of their values."""
+
+    NAMES = "auto, cpu, cuda or a comma-separated list of cpu and cuda (cpu,cuda)"
+    METAVAR = "<auto|cpu|cuda|cpu,cuda>"
+
+    def __new__(cls, devices: Any = (Device.AUTO,)) -> Devices:
+        return super().__new__(cls, devices)
+
+    @classmethod
+    def parse(cls, value: Any) -> Devices:
+        """'cpu,cuda' (or a list of names, as stored) as Devices; ValueError with one line naming the choices."""
+        if isinstance(value, Devices):
+            return value
+        names = [n.strip() for n in value.split(",")] if isinstance(value, str) else [str(n) for n in value]
+        try:
+            devices = [Device(n) for n in names]
+        except ValueError:
+            raise ValueError(f"must be {cls.NAMES}, not {value!r}") from None
+        if not devices:
+            raise ValueError(f"must be {cls.NAMES}, not an empty list")
+        if Device.AUTO in devices and len(devices) > 1:
+            raise ValueError(
+                f"auto stands alone (it picks one device per kernel); list cpu and cuda instead, not {value!r}"
+            )
+        repeated = sorted({d.value for d in devices if devices.count(d) > 1})
+        if repeated:
+            raise ValueError(f"names {', '.join(repeated)} twice in {value!r}; list each device once")
+        return cls(devices)
+
+    def __str__(self) -> str:
+        return ",".join(d.value for d in self)
+
+    def __repr__(self) -> str:
+        return repr(str(self))
 
 
 class IsolationLevel(Choice):
@@ -171,7 +211,7 @@ def to_json(record: Any) -> Any:
         return record.value
     if isinstance(record, Path):
         return str(record)
-    if isinstance(record, list):
+    if isinstance(record, (list, tuple)):
         return [to_json(v) for v in record]
     if isinstance(record, dict):
         return {k: to_json(v) for k, v in record.items()}
@@ -207,4 +247,6 @@ def _typed(hint: Any, value: Any) -> Any:
         return from_json(kind, value)
     if isinstance(kind, type) and issubclass(kind, (Enum, Path)):
         return kind(value)
+    if isinstance(kind, type) and hasattr(kind, "parse"):
+        return kind.parse(value)
     return value

@@ -95,13 +95,15 @@ class RunRow(Base):
 
 
 class RunKernelRow(Base):
-    """One kernel's progress inside a run (what `--resume` continues)."""
+    """One kernel's progress inside a run on one device (what `--resume` continues): `device` is the one the run
+    named for it, auto, cpu or cuda (`optimize --device cpu,cuda` makes a row per listed device; migration 0005)."""
 
     __tablename__ = "run_kernels"
-    __table_args__ = (UniqueConstraint("run_id", "problem_id"),)
+    __table_args__ = (UniqueConstraint("run_id", "problem_id", "device", name="uq_run_kernels_run_problem_device"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
     problem_id: Mapped[int] = mapped_column(ForeignKey("problems.id"))
+    device: Mapped[str] = mapped_column(String(10), default="auto", server_default="auto")
     status: Mapped[str] = mapped_column(String(30), default="pending")
     reason: Mapped[str] = mapped_column(Text, default="")
     rounds_done: Mapped[int] = mapped_column(Integer, default=0)

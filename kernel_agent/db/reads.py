@@ -39,6 +39,7 @@ def list_runs(db: Database) -> list[dict[str, Any]]:
                 "status": r.status,
                 "provider": r.provider,
                 "kernels": [k.problem.name for k in r.kernels],
+                "devices": [k.device for k in r.kernels],  # each kernel's device (auto, cpu or cuda), in order
             }
             for r in runs
         ]
@@ -71,6 +72,7 @@ def run_detail(db: Database, run_id: int) -> dict[str, Any] | None:
             kernels.append(
                 {
                     "name": k.problem.name,
+                    "device": k.device,
                     "status": k.status,
                     "reason": k.reason,
                     "rounds": k.rounds_done,
@@ -113,9 +115,9 @@ def run_detail(db: Database, run_id: int) -> dict[str, Any] | None:
             },
         }
     # A flagged candidate that beats every accepted one, with its latest review decision (read now, not at run time).
-    reviews = {k.name: kernel_review(k, db) for k in run_kernels(db, run_id)}
+    reviews = {(k.name, k.device): kernel_review(k, db) for k in run_kernels(db, run_id)}
     for kernel in kernels:
-        kernel["review"] = reviews.get(kernel["name"])
+        kernel["review"] = reviews.get((kernel["name"], kernel["device"]))
     return detail
 
 
@@ -231,7 +233,8 @@ def best_verified(
 
 
 def run_metrics(kernels: list[dict[str, Any]]) -> fast_p.RunMetrics:
-    """fast_p and the geometric mean over a run's kernels (`run_detail`'s entries)."""
+    """fast_p and the geometric mean over a run's kernels (`run_detail`'s entries); a kernel on a device that was
+    not there (status no_device) was never attempted and is not counted."""
     outcomes = [
         fast_p.outcome(
             k["name"],
@@ -239,5 +242,6 @@ def run_metrics(kernels: list[dict[str, Any]]) -> fast_p.RunMetrics:
             {kind: (k["references"].get(kind) or {}).get("speedup") for kind in ("eager", "compile")},
         )
         for k in kernels
+        if k["status"] != "no_device"
     ]
     return fast_p.run_metrics(outcomes)

@@ -103,6 +103,7 @@ class KernelRecord:
     reference_source: str
     baseline_source: str
     candidates: list[CandidateRecord] = field(default_factory=list)
+    device: str = "auto"  # the device the run named for this kernel (a run with --device cpu,cuda has a row each)
 
 
 def resolve_run(db: Database, run: str) -> int | None:
@@ -210,6 +211,7 @@ def run_kernels(db: Database, run_id: int, kernels: list[str] | None = None) -> 
                     reference_source=_text(session, problem.reference_hash),
                     baseline_source=_text(session, problem.baseline_hash),
                     candidates=[_record(c, e, problem) for c, e in rows],
+                    device=k.device,
                 )
             )
     decisions = latest_decisions(db, [c.id for k in records for c in k.candidates])

@@ -175,12 +175,26 @@ def _migrate(database: Database) -> Path | None:
             return None
         _refuse_newer(database, revision, known)
         backup = _backup(database) if revision is not None else None
+        sqlite = is_sqlite(database.url)
         with database.engine.begin() as connection:
             if is_postgresql(database.url):
                 connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
                 if MigrationContext.configure(connection).get_current_revision() == head:
                     return backup
+            if sqlite:  # SQLite rebuilds a table to change its constraints (0005: run_kernels, which candidates and
+                # llm_calls point at): foreign keys are off while it does, and checked whole at the end. The pragma
+                # acts only outside a transaction: it is the first statement here.
+                connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
             command.upgrade(_alembic_config(connection), "head")
+            if sqlite:
+                broken = connection.exec_driver_sql("PRAGMA foreign_key_check").first()
+                if broken is not None:
+                    raise DatabaseError(
+                        f"migrating {database.display_url} left a row of {broken[0]} pointing at nothing in "
+                        f"{broken[2]}; the database before the migration is at {backup}"
+                    )
+        if sqlite:
+            database.engine.dispose()  # the connection that migrated has foreign keys off: never reused
     return backup
 
 

@@ -117,8 +117,9 @@ def create_run(db: Database, provider: str, model: str | None, options: dict[str
         return run.id
 
 
-def add_run_kernel(db: Database, run_id: int, problem_id: int) -> int:
-    where = (RunKernelRow.run_id == run_id, RunKernelRow.problem_id == problem_id)
+def add_run_kernel(db: Database, run_id: int, problem_id: int, device: str = "auto") -> int:
+    """The run's row for this problem on this device (auto, cpu or cuda, as the run named it), made once."""
+    where = (RunKernelRow.run_id == run_id, RunKernelRow.problem_id == problem_id, RunKernelRow.device == device)
     with db.write() as session:
         existing = session.scalar(select(RunKernelRow.id).where(*where))
         if existing is not None:
@@ -126,12 +127,13 @@ def add_run_kernel(db: Database, run_id: int, problem_id: int) -> int:
         values = {
             "run_id": run_id,
             "problem_id": problem_id,
+            "device": device,
             "status": "pending",
             "reason": "",
             "rounds_done": 0,
             "duplicates": 0,
         }
-        insert_if_absent(session, RunKernelRow.__table__, values, ["run_id", "problem_id"])
+        insert_if_absent(session, RunKernelRow.__table__, values, ["run_id", "problem_id", "device"])
         row_id = session.scalar(select(RunKernelRow.id).where(*where))
         assert row_id is not None
         return row_id

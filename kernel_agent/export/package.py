@@ -315,10 +315,11 @@ def select(
             f"run {run_id} has no kernel {', '.join(missing)}; `kernel-agent runs show {run_id}` lists them"
         )
     chosen, skipped = [], []
+    several = len({k.device for k in records}) > 1  # a run with --device cpu,cuda: a reason names its device
     for kernel in records:
         winner, reason = choose_winner(kernel, approved_only, db, allow_interpreted)
         if winner is None:
-            skipped.append((kernel.name, reason))
+            skipped.append((kernel.name, f"on {kernel.device}: {reason}" if several else reason))
             continue
         better = rq.awaiting_review(kernel)
         if (

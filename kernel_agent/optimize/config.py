@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kernel_agent.core.config import (
+    Device,
+    Devices,
     EvalConfig,
     ExecutorKind,
     ReferenceConfig,
@@ -115,8 +117,9 @@ PER_KERNEL = {
 
 @dataclass
 class KernelSpec:
-    """One kernel of a run: its problem and what a manifest sets for it alone (None: the run's
-    value, or no per-kernel budget)."""
+    """One kernel of a run on one device: its problem, the device its run named for it (`optimize --device
+    cpu,cuda` makes one spec per listed device; None in plans stored before: the run's evaluation device) and
+    what a manifest sets for it alone (None: the run's value, or no per-kernel budget)."""
 
     path: str
     tolerances: dict[str, list[float]] | None = None
@@ -129,6 +132,7 @@ class KernelSpec:
     token_budget: int | None = None
     max_cost: float | None = None
     time_limit: float | None = None
+    device: Device | None = None
 
     def search(self, run: SearchConfig) -> SearchConfig:
         """The run's search policy with this kernel's own values."""
@@ -139,10 +143,16 @@ class KernelSpec:
         return BudgetLimits(**self._set(BudgetLimits))
 
     def evaluation(self, run: EvalConfig) -> EvalConfig:
-        return replace(run, **self._set(EvalConfig))
+        """The run's evaluation options with this kernel's own values and its device."""
+        return replace(run, **self._set(EvalConfig), **({"device": self.device} if self.device is not None else {}))
 
     def _set(self, kind: type) -> dict[str, Any]:
         return {name: getattr(self, name) for name in PER_KERNEL[kind] if getattr(self, name) is not None}
+
+
+def per_device(specs: list[KernelSpec], devices: Devices) -> list[KernelSpec]:
+    """One spec per kernel and listed device, each kernel's devices together in the order listed."""
+    return [replace(spec, device=device) for spec in specs for device in devices]
 
 
 def manifest_keys() -> dict[str, str]:
@@ -168,6 +178,14 @@ class RunPlan:
 
     kernels: list[KernelSpec] = field(default_factory=list)
     provider: str = option("search", help="search (offline tunables search), openai, replay, or a plugin.")
+    devices: Devices = option(
+        Devices(),
+        flag="--device",
+        help="Where candidates run: auto (each problem's device when one is visible, else the CPU), cpu, cuda, or "
+        "a comma-separated list (cpu,cuda): each kernel is then optimized once per listed device, stored, resumed "
+        "and exported per device; a kernel never runs on another device than the one named: where that one is not "
+        "here it ends no_device with the reason, and the run goes on.",
+    )
     search: SearchConfig = field(default_factory=SearchConfig)
     workers: int | None = option(
         None,
@@ -194,7 +212,10 @@ class RunPlan:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunPlan:
-        return from_json(cls, upgrade(data))
+        plan = from_json(cls, upgrade(data))
+        if "devices" not in data:  # stored before --device took a list: its one device
+            plan.devices = Devices((plan.evaluation.device,))
+        return plan
 
 
 # ---- plans stored before the config tree (format 1) ----------------------------------------------

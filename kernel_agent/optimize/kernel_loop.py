@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kernel_agent.core.config import ReferenceConfig
+from kernel_agent.core.config import Device, ReferenceConfig
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.db.session import Database
 from kernel_agent.evaluate.pipeline import EvalOptions, run_device
@@ -34,7 +34,28 @@ from kernel_agent.problem.load import Problem
 from kernel_agent.propose.base import ProposalBatch, ProposalContext, Provider
 from kernel_agent.propose.seeds import seed_proposals
 
-__all__ = ["TERMINAL", "KernelLoop", "KernelResult", "KernelStatus", "LoopOptions", "Progress", "Shared"]
+__all__ = [
+    "TERMINAL",
+    "KernelLoop",
+    "KernelResult",
+    "KernelStatus",
+    "LoopOptions",
+    "Progress",
+    "Shared",
+    "missing_device",
+]
+
+
+def missing_device(problem: Problem, requested: str) -> str:
+    """Why `problem` cannot run on the device its run named ('' when it can, and always for auto): `run_device`
+    moves a kernel to the CPU when the named device is not there, which a run that lists its devices must not do."""
+    if requested == Device.AUTO or run_device(problem, requested) == requested:
+        return ""
+    import torch
+
+    if requested == Device.CUDA and not torch.cuda.is_available():
+        return "no CUDA device is visible here"
+    return f"{problem.name} runs on the {problem.device} only (its problem sets DEVICE = {problem.device!r})"
 
 
 @dataclass
@@ -81,16 +102,19 @@ class KernelLoop:
     options: LoopOptions
     progress: Progress = _no_progress
     shared: Shared = field(default_factory=Shared)
+    label: str = ""  # what progress events call this kernel (its name; with its device in a multi-device run)
 
     def __post_init__(self) -> None:
-        self.device = run_device(self.problem, self.options.eval.device)
+        self.label = self.label or self.problem.name
+        self.named_device = str(self.options.eval.device)  # what the run named for this kernel: auto, cpu or cuda
+        self.device = run_device(self.problem, self.options.eval.device)  # where it runs
         self.budget = Budget(self.options.budget, "kernel", parent=self.shared.budget)
         self.budget_reason = ""
         self.profiling = getattr(
             self.provider, "reads_profile", True
         )  # operator breakdowns only for providers that read them
         self.profiles = PromptProfiles(self.problem, self.device, self.shared.ceilings.get(self.device))
-        self.recorder = Recorder(self.db, self.run_id, self.problem)
+        self.recorder = Recorder(self.db, self.run_id, self.problem, self.named_device)
         self.state = SearchState(self.problem.name, self.problem.baseline_source, self.options.search)
         self.stored = self.recorder.restore(self.state)
         self.references: dict[str, dict[str, Any]] = {}  # eager, compile -> ReferencePoint.to_json()
@@ -100,7 +124,12 @@ class KernelLoop:
         state = self.state
         if self.stored.status in TERMINAL:
             self._references(measure=False)
-            return self._result(KernelStatus(self.stored.status), self.stored.reason)
+            result = self._result(KernelStatus(self.stored.status), self.stored.reason)
+            self.progress("done", {"kernel": self.label, "status": str(result.status), "speedup": result.speedup})
+            return result
+        missing = missing_device(self.problem, self.named_device)
+        if missing:  # never evaluated elsewhere than the device the run named
+            return self._finish(KernelStatus.NO_DEVICE, missing)
         self.recorder.started()
         baseline = self._baseline()
         if baseline.status == "rejected" and (baseline.reason or "").startswith(TOO_LARGE):
@@ -150,7 +179,7 @@ class KernelLoop:
         """The baseline against itself: its time, spread and correctness under the same protocol."""
         self.recorder.baseline(self.state)
         if self.state.baseline is None:
-            self.progress("baseline", {"kernel": self.problem.name})
+            self.progress("baseline", {"kernel": self.label})
             started = time.perf_counter()
             verdict = self.shared.executor.submit(
                 self.problem, self.problem.baseline_as_candidate, self._eval_options("always")
@@ -163,7 +192,7 @@ class KernelLoop:
         """The problem folder's hand-written candidates, stored as round 0 (each once: a resumed run skips them)."""
         proposals = seed_proposals(self.problem)
         if proposals:
-            self.progress("round", {"kernel": self.problem.name, "round": 0})
+            self.progress("round", {"kernel": self.label, "round": 0})
         stored = (self.recorder.proposal(self.state, p, [], 0) for p in proposals)
         return [c for c in stored if c is not None]
 
@@ -180,7 +209,7 @@ class KernelLoop:
             return self.shared.executor.submit(problem, source, options).result()
 
         def announce(kind: object) -> None:
-            self.progress("references", {"kernel": self.problem.name, "reference": str(kind)})
+            self.progress("references", {"kernel": self.label, "reference": str(kind)})
 
         points = reference_points(
             self.db,
@@ -208,7 +237,7 @@ class KernelLoop:
             device=self.device,
             cache_lookup=self.recorder.cached_call,
         )
-        self.progress("round", {"kernel": self.problem.name, "round": round_index})
+        self.progress("round", {"kernel": self.label, "round": round_index})
         with self.shared.llm_slots:
             batch = self.provider.propose(context)
         call_ids = self.recorder.llm_calls(batch.calls, round_index)
@@ -217,7 +246,7 @@ class KernelLoop:
             self.progress(
                 "llm",
                 {
-                    "kernel": self.problem.name,
+                    "kernel": self.label,
                     "tokens": 0 if call.cached else call.prompt_tokens + call.completion_tokens,
                     "cost": 0 if call.cached else call.cost_usd,
                 },
@@ -233,7 +262,7 @@ class KernelLoop:
             self.progress(
                 "evaluated",
                 {
-                    "kernel": self.problem.name,
+                    "kernel": self.label,
                     "candidate": flight.candidate.id,
                     "status": verdict.status,
                     "speedup": verdict.speedup,
@@ -251,7 +280,7 @@ class KernelLoop:
             return None
         self.progress(
             "evaluate",
-            {"kernel": self.problem.name, "round": candidate.round, "candidate": candidate.id, "note": candidate.note},
+            {"kernel": self.label, "round": candidate.round, "candidate": candidate.id, "note": candidate.note},
         )
         started = time.perf_counter()
         return InFlight(
@@ -285,6 +314,7 @@ class KernelLoop:
     def _result(self, status: KernelStatus, reason: str) -> KernelResult:
         result = self.state.result(status, reason, self.recorder.review)
         result.references = dict(self.references)
+        result.device = self.named_device
         return result
 
     def _retime(self) -> None:
@@ -300,7 +330,7 @@ class KernelLoop:
             self.state.retime_note = f"not re-timed with all rounds ({why_not}): the early look stands"
             return
         candidate = self.recorder.retime(self.state, best)
-        self.progress("retime", {"kernel": self.problem.name, "candidate": best.candidate_id})
+        self.progress("retime", {"kernel": self.label, "candidate": best.candidate_id})
         started = time.perf_counter()
         # Every round, nothing else changed; no profile: no prompt follows to read it.
         options = replace(self._eval_options("never"), sequential=False)
@@ -312,5 +342,5 @@ class KernelLoop:
             self._retime()
         result = self._result(status, reason)
         self.recorder.finish(result)
-        self.progress("done", {"kernel": result.name, "status": str(status), "speedup": result.speedup})
+        self.progress("done", {"kernel": self.label, "status": str(status), "speedup": result.speedup})
         return result

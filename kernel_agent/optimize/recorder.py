@@ -35,14 +35,15 @@ class Stored:
 
 
 class Recorder:
-    """One kernel of one run in the database: its run_kernels row, candidates, evaluations and LLM calls."""
+    """One kernel of one run on one device in the database: its run_kernels row (one per run, problem and the
+    device the run named), candidates, evaluations and LLM calls."""
 
-    def __init__(self, db: Database, run_id: int, problem: Problem) -> None:
+    def __init__(self, db: Database, run_id: int, problem: Problem, device: str = "auto") -> None:
         self.db = db
         self.run_id = run_id
         self.baseline_source = problem.baseline_source
         self.problem_id = store.ensure_problem(db, problem)
-        self.run_kernel_id = store.add_run_kernel(db, run_id, self.problem_id)
+        self.run_kernel_id = store.add_run_kernel(db, run_id, self.problem_id, device)
 
     # ---- restore -----------------------------------------------------------------------------
     def restore(self, state: SearchState) -> Stored:

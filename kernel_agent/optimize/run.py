@@ -47,6 +47,19 @@ def loop_options(plan: RunPlan, spec: KernelSpec) -> LoopOptions:
     )
 
 
+def device_of(plan: RunPlan, spec: KernelSpec) -> str:
+    """The device a kernel's run names for it (auto, cpu or cuda), as stored in run_kernels.device."""
+    return str(spec.evaluation(plan.evaluation).device)
+
+
+def labels(plan: RunPlan, problems: list[tuple[KernelSpec, Problem]]) -> list[str]:
+    """What the progress display and the providers call each kernel: its name, with its device in a run that
+    evaluates kernels on more than one device (`cpp_softmax (cuda)`)."""
+    devices = [device_of(plan, spec) for spec, _ in problems]
+    several = len(set(devices)) > 1
+    return [f"{p.name} ({d})" if several else p.name for (_, p), d in zip(problems, devices)]
+
+
 def expand_paths(arguments: list[str]) -> list[str]:
     """Paths, globs, and folders of problem folders, in a stable order without repeats."""
     found: list[str] = []
@@ -158,12 +171,13 @@ class BatchRun:
                 self.db,
                 self.run_id,
                 problem,
-                self.providers[problem.name],
+                self.providers[label],
                 loop_options(self.plan, spec),
                 self.progress,
                 shared,
+                label,
             )
-            for spec, problem in self.problems
+            for (spec, problem), label in zip(self.problems, labels(self.plan, self.problems))
         ]
         threads = max(1, min(len(loops), MAX_KERNEL_THREADS))
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kernel") as pool:

@@ -32,6 +32,7 @@ class KernelStatus(Choice):
     BASELINE_FAILED = "baseline_failed"
     TOO_LARGE = "too_large"  # refused before anything ran: the problem cannot fit this machine's memory budget
     PROVIDER_FAILED = "provider_failed"
+    NO_DEVICE = "no_device"  # the device the run named for this kernel is not here (or the problem cannot run there)
     BUDGET_REACHED = "budget_reached"  # resumable
     INTERRUPTED = "interrupted"  # resumable
 
@@ -46,6 +47,7 @@ TERMINAL = frozenset(
         KernelStatus.BASELINE_FAILED,
         KernelStatus.TOO_LARGE,
         KernelStatus.PROVIDER_FAILED,
+        KernelStatus.NO_DEVICE,
     }
 )
 
@@ -76,6 +78,7 @@ class KernelResult:
     review: dict[str, Any] | None = None
     references: dict[str, dict[str, Any]] = field(default_factory=dict)  # eager, compile -> ReferencePoint JSON
     record_candidate: int | None = None  # whose verdict gives speedup and times: the best, or its re-timing
+    device: str = "auto"  # the device the run named for this kernel: auto, cpu or cuda
 
     def speedup_vs(self) -> dict[str, Relative]:
         """The best's speedup against the baseline, torch eager and torch.compile (measure.relative)."""
@@ -84,6 +87,7 @@ class KernelResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
+            "device": self.device,
             "status": str(self.status),
             "baseline_ms": self.baseline_ms,
             "best_ms": self.best_ms,

@@ -141,6 +141,9 @@ def gather(db: Database, run_id: int) -> ReportData:
     if detail is None:
         raise ValueError(f"no run {run_id}")
     kernels = run_kernels(db, run_id)
+    if len({k.device for k in kernels}) > 1:  # optimize --device cpu,cuda: a kernel per device, named apart
+        for record, entry in zip(kernels, detail["kernels"]):
+            record.name = entry["name"] = f"{record.name} ({record.device})"
     failures: dict[str, list[Failure]] = {}
     for k in kernels:
         for c in k.candidates:

@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 from kernel_agent.cli import app
 from kernel_agent.cli.optimize_cmd import NOT_OFFERED
 from kernel_agent.cli.options import GIVEN, fields_of, from_config
-from kernel_agent.core.config import Device, EvalConfig, ExecutorKind, IsolationLevel
+from kernel_agent.core.config import Device, Devices, EvalConfig, ExecutorKind, IsolationLevel
 from kernel_agent.evaluate.pipeline import EvalOptions
-from kernel_agent.optimize.config import PER_KERNEL, KernelSpec, RunPlan, SearchConfig, manifest_keys
-from kernel_agent.optimize.run import PlanError, load_manifest, loop_options
+from kernel_agent.optimize.config import PER_KERNEL, KernelSpec, RunPlan, SearchConfig, manifest_keys, per_device
+from kernel_agent.optimize.run import PlanError, device_of, labels, load_manifest, loop_options
 
 # A plan as the code before the config tree stored it (RunPlan.to_json of format 1, verbatim).
 FORMAT_1 = {
@@ -156,7 +156,9 @@ def test_manifest_keys_are_the_flags_names_of_the_same_fields() -> None:
     keys = manifest_keys()
     assert keys["rounds"] == "proposal_rounds" and keys["max_tokens"] == "token_budget" and keys["backend"] == "backend"
     per_kernel = {name for names in PER_KERNEL.values() for name in names}
-    assert {f.name for f in dataclasses.fields(KernelSpec)} == per_kernel | {"path", "tolerances"} == set(keys.values())
+    assert per_kernel | {"path", "tolerances"} == set(keys.values())
+    # A kernel's device comes from the run's --device list (one spec per listed device), never from a manifest.
+    assert {f.name for f in dataclasses.fields(KernelSpec)} == per_kernel | {"path", "tolerances", "device"}
 
 
 def test_a_manifest_sets_per_kernel_values_by_their_user_facing_names(tmp_path: Path) -> None:
@@ -228,10 +230,10 @@ def test_flags_land_in_their_fields_and_given_names_them() -> None:
     plan = seen["plan"]
     assert (
         plan.search.proposal_rounds,
-        plan.evaluation.device,
+        plan.devices,
         plan.budget.token_budget,
         plan.provider_options.tokens_per_reply,
-    ) == (5, Device.CPU, 100, 50)
+    ) == (5, Devices((Device.CPU,)), 100, 50)
     assert (plan.evaluation.sandbox_root, plan.executor, plan.provider_options.max_retries) == (
         Path("sb"),
         ExecutorKind.RAY,
@@ -239,7 +241,7 @@ def test_flags_land_in_their_fields_and_given_names_them() -> None:
     )
     assert seen["given"] == {
         "proposal_rounds",
-        "device",
+        "devices",
         "token_budget",
         "tokens_per_reply",
         "sandbox_root",
@@ -250,8 +252,8 @@ def test_flags_land_in_their_fields_and_given_names_them() -> None:
 
 def test_a_choice_outside_its_enum_is_refused_naming_the_choices() -> None:
     probe, _ = probe_app()
-    result = CliRunner().invoke(probe, ["--device", "gpu"])
-    assert result.exit_code == 2 and "'--device': must be auto, cpu or cuda, not 'gpu'" in result.output
+    result = CliRunner().invoke(probe, ["--executor", "gpu"])
+    assert result.exit_code == 2 and "'--executor': must be local or ray, not 'gpu'" in result.output
 
 
 def test_every_command_shows_the_defaults_of_the_fields_it_reads() -> None:
@@ -290,3 +292,60 @@ def test_retime_best_is_on_by_default_and_its_off_switch_is_stored_with_the_plan
     assert stored["search"]["retime_best"] is False and RunPlan.from_json(stored).search.retime_best is False
     del stored["search"]["retime_best"]
     assert RunPlan.from_json(stored).search.retime_best is True
+
+
+# ---- --device cpu,cuda: one kernel entry per listed device --------------------------------------------------
+
+
+def test_device_lists_land_in_the_plan_and_a_bad_one_is_a_usage_error_of_one_line() -> None:
+    probe, seen = probe_app()
+    result = CliRunner().invoke(probe, ["--device", "cpu,cuda"])
+    assert result.exit_code == 0, result.output
+    assert seen["plan"].devices == Devices((Device.CPU, Device.CUDA)) and "devices" in seen["given"]
+    for bad, why in [
+        ("gpu", "must be auto, cpu, cuda or a comma-separated list of cpu and cuda (cpu,cuda), not 'gpu'"),
+        ("cpu,gpu", "not 'cpu,gpu'"),
+        ("auto,cpu", "auto stands alone"),
+        ("cuda,cuda", "names cuda twice"),
+    ]:
+        result = CliRunner().invoke(probe, ["--device", bad])
+        errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+        assert result.exit_code == 2 and len(errors) == 1, result.output
+        assert errors[0].startswith("Error: Invalid value for '--device': ") and why in errors[0], errors
+
+
+def test_each_kernel_becomes_one_spec_per_listed_device_with_its_own_evaluation_device() -> None:
+    plan = RunPlan(kernels=[KernelSpec("a", samples=2), KernelSpec("b")], devices=Devices.parse("cpu,cuda"))
+    plan.kernels = per_device(plan.kernels, plan.devices)
+    assert [(k.path, k.device) for k in plan.kernels] == [("a", "cpu"), ("a", "cuda"), ("b", "cpu"), ("b", "cuda")]
+    assert plan.kernels[1].samples == 2  # a manifest's own values follow the kernel onto every device
+    assert [loop_options(plan, k).eval.device for k in plan.kernels] == ["cpu", "cuda", "cpu", "cuda"]
+    assert [device_of(plan, k) for k in plan.kernels] == ["cpu", "cuda", "cpu", "cuda"]
+    again = RunPlan.from_json(plan.to_json())  # what --resume reads
+    assert again == plan and all(type(k.device) is Device for k in again.kernels)
+    assert type(again.devices) is Devices and again.devices == plan.devices
+
+
+def test_labels_name_the_device_only_in_a_run_on_several() -> None:
+    class Named:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    one = RunPlan(kernels=per_device([KernelSpec("a")], Devices.parse("cpu")))
+    assert labels(one, [(one.kernels[0], Named("softmax"))]) == ["softmax"]  # type: ignore[list-item]
+    two = RunPlan(kernels=per_device([KernelSpec("a")], Devices.parse("cpu,cuda")))
+    problems = [(spec, Named("softmax")) for spec in two.kernels]
+    assert labels(two, problems) == ["softmax (cpu)", "softmax (cuda)"]  # type: ignore[arg-type]
+
+
+def test_a_plan_stored_before_device_lists_keeps_its_one_device() -> None:
+    """A stopped run from before resumes on the device it named: its specs have no device of their own, and the
+    rows migration 0005 filled hold that device too."""
+    stored = RunPlan(kernels=[KernelSpec("a")], evaluation=EvalConfig(device=Device.CPU)).to_json()
+    del stored["devices"]
+    for spec in stored["kernels"]:
+        del spec["device"]
+    plan = RunPlan.from_json(stored)
+    assert plan.devices == Devices((Device.CPU,)) and plan.kernels[0].device is None
+    assert device_of(plan, plan.kernels[0]) == "cpu"
+    assert RunPlan.from_json(FORMAT_1).devices == Devices((Device.CPU,))

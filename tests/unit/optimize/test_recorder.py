@@ -120,3 +120,35 @@ def test_a_retime_row_is_a_measurement_stored_without_a_hash_and_restored_as_one
 def _candidates(db) -> list[CandidateRow]:
     with db.session() as session:
         return list(session.scalars(select(CandidateRow).order_by(CandidateRow.id)).all())
+
+
+def test_each_device_a_run_names_has_its_own_row_and_a_restart_finds_it(tmp_path: Path) -> None:
+    """`optimize --device cpu,cuda`: one run_kernels row per (run, problem, device); a kernel that never ran on
+    a device that was not there is not counted in the run's fast_p."""
+    from kernel_agent.db.reads import run_detail
+
+    db = open_database(str(tmp_path / "runs.db"))
+    run_id, problem = create_run(db, "search", None, {}), load_problem(SOFTMAX)
+    cpu, cuda = Recorder(db, run_id, problem, "cpu"), Recorder(db, run_id, problem, "cuda")
+    assert cpu.run_kernel_id != cuda.run_kernel_id
+    assert Recorder(db, run_id, problem, "cuda").run_kernel_id == cuda.run_kernel_id  # a resume: the same row
+    state = SearchState(problem.name, problem.baseline_source, SearchConfig())
+    cpu.restore(state)
+    cpu.baseline(state)
+    cpu.baseline_verdict(state, verdict("correct", 1.0), 1.0)
+    fast = cpu.proposal(state, Proposal("def kernel(x):\n    return x\n", "search", "fast one"), [], 1)
+    assert fast is not None
+    cpu.verdict(state, fast, verdict("faster", 1.2), 0.5)
+    cpu.finish(state.result(KernelStatus.IMPROVED, "", cpu.review))
+    cuda.finish(
+        SearchState(problem.name, problem.baseline_source, SearchConfig()).result(
+            KernelStatus.NO_DEVICE, "no CUDA device is visible here", cuda.review
+        )
+    )
+    detail = run_detail(db, run_id)
+    assert detail is not None
+    assert [(k["device"], k["status"], k["best_candidate"]) for k in detail["kernels"]] == [
+        ("cpu", "improved", fast.id),
+        ("cuda", "no_device", None),
+    ]
+    assert detail["metrics"]["n"]["baseline"] == 1 and detail["metrics"]["fast_p"]["baseline"]["fast_1.0"] == 1.0
