@@ -5,8 +5,9 @@ Usage: python benchmarks/kernelbench_scale.py PATH/TO/KernelBench [--problems NA
 PATH is a checkout of the public ScalingIntelligence/KernelBench repository (not a pip package;
 CI never needs it). For each problem, an honest candidate (the file's own `Model` copied as
 `ModelNew`) is evaluated in a fresh orchestrator process, so each row's peak memory is its own:
-status, one call's working set (from the meta device), peak resident memory of the orchestrator
-and of each worker, wall time by phase, and system time. The default list spans 24 MB to
+status, one call's working set (from the meta device), the host's peak memory in use above idle
+beside the footprint's estimate of it (what decides a refusal), peak resident memory of the
+orchestrator and of each worker, wall time by phase, and system time. The default list spans 24 MB to
 12 GB of working set; problems that cannot fit this machine must be refused in seconds.
 """
 
@@ -16,6 +17,7 @@ import argparse
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -49,24 +51,27 @@ ONE = r"""
 import json, resource, sys, time
 from pathlib import Path
 from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
-from kernel_agent.problem.footprint import largest_footprint
+from kernel_agent.problem.footprint import available_bytes, gold_fits, largest_footprint
 from kernel_agent.problem.load import load_problem
 path = Path(sys.argv[1])
 began = time.perf_counter()
 problem = load_problem(path)
+budget = json.loads(sys.argv[4])
 try:
     fp = largest_footprint(problem)
     working, temporaries = fp.working_set, fp.temporaries
+    budget_bytes = int(budget * (1 << 30)) if budget is not None else available_bytes()
+    estimate = fp.needed if gold_fits(fp, budget_bytes) else fp.needed_without_gold
 except Exception:
-    working = temporaries = None
+    working = temporaries = estimate = None
 verdict = evaluate(problem, path.read_text() + "\n\nModelNew = Model\n",
                    EvalOptions(sandbox_root=Path(sys.argv[2]), timeout=float(sys.argv[3]),
-                               memory_budget=json.loads(sys.argv[4])))
+                               memory_budget=budget))
 usage = resource.getrusage(resource.RUSAGE_SELF)
 accounts = verdict.accounting or {}
 print(json.dumps({
     "status": verdict.status, "reason": verdict.reason, "speedup": verdict.speedup,
-    "working_set": working, "temporaries": temporaries,
+    "working_set": working, "temporaries": temporaries, "estimate": estimate,
     "orchestrator_peak_mb": usage.ru_maxrss / 1024, "system_s": usage.ru_stime, "wall_s": time.perf_counter() - began,
     "durations": verdict.durations,
     "worker_peak_mb": {role: acc.get("peak_rss_mb") for role, acc in accounts.items()},
@@ -78,6 +83,36 @@ def gb(n: float | None) -> str:
     if n is None:
         return "-"
     return f"{n / (1 << 30):.2f} GB" if n >= 1 << 28 else f"{n / (1 << 20):.0f} MB"
+
+
+def used_bytes() -> int:
+    """The host's memory in use (MemTotal - MemAvailable): what the footprint's estimate must cover."""
+    fields = {}
+    with open("/proc/meminfo") as handle:
+        for line in handle:
+            name, value = line.split(":", 1)
+            fields[name] = int(value.split()[0]) * 1024
+    return fields["MemTotal"] - fields["MemAvailable"]
+
+
+class HostPeak(threading.Thread):
+    """The most host memory in use above what was in use when it started, sampled every 0.2 s while one
+    problem's evaluation runs (all three of its processes, the shared segment once)."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.idle = used_bytes()
+        self.peak = 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.2):
+            self.peak = max(self.peak, used_bytes() - self.idle)
+
+    def stop(self) -> int:
+        self.done.set()
+        self.join()
+        return self.peak
 
 
 def within_bound(row: dict) -> str:
@@ -105,14 +140,17 @@ def main() -> None:
     root = args.kernelbench / "KernelBench" if (args.kernelbench / "KernelBench").is_dir() else args.kernelbench
     rows = []
     header = (
-        "| problem | status | working set | temporaries | orchestrator peak | worker peak (cand / base) | wall "
-        "| bound: 4x (working set + temporaries) + 1.5 GB | start / verify / timing | system | reason |"
+        "| problem | status | working set | temporaries | host peak / estimate | orchestrator peak "
+        "| worker peak (cand / base) | wall | bound: 4x (working set + temporaries) + 1.5 GB "
+        "| start / verify / timing | system | reason |"
     )
-    lines = [header, "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [header, "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     print(header, flush=True)
     for name in args.problems:
         path = root / name
         started = time.perf_counter()
+        host = HostPeak()
+        host.start()
         proc = subprocess.run(
             [
                 sys.executable,
@@ -127,6 +165,7 @@ def main() -> None:
             text=True,
         )
         wall = time.perf_counter() - started
+        host_peak = host.stop()
         try:
             row = json.loads(proc.stdout.strip().splitlines()[-1])
         except (IndexError, json.JSONDecodeError):
@@ -136,8 +175,10 @@ def main() -> None:
             }
         d = row.get("durations") or {}
         peaks = row.get("worker_peak_mb") or {}
+        over = " OVER" if row.get("estimate") and host_peak > row["estimate"] else ""
         line = (
             f"| {name} | {row['status']} | {gb(row.get('working_set'))} | {gb(row.get('temporaries'))} | "
+            f"{gb(host_peak)} / {gb(row.get('estimate'))}{over} | "
             f"{row.get('orchestrator_peak_mb', 0):.0f} MB | "
             f"{peaks.get('candidate') or '-'} / {peaks.get('baseline') or '-'} MB | {wall:.1f} s | "
             f"{within_bound(row)} | "
@@ -147,7 +188,7 @@ def main() -> None:
         )
         print(line, flush=True)
         lines.append(line)
-        rows.append({"problem": name, "wall_s": wall, **row})
+        rows.append({"problem": name, "wall_s": wall, "host_peak": host_peak, **row})
     if args.out:
         args.out.write_text("\n".join(lines) + "\n")
         args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")

@@ -42,6 +42,7 @@ from kernel_agent.evaluate.compare import Tolerance, compare, compare_same_dtype
 from kernel_agent.evaluate.sandbox.session import Timed, WorkerFailure, WorkerSession
 from kernel_agent.measure.sequential import LOOK_LEVEL, MIN_ROUNDS, Look, look
 from kernel_agent.measure.stats import PROCESS_EFFECT, calls_per_block, point_speedup, speedup_interval
+from kernel_agent.problem.footprint import POOL_BYTES  # beyond it, each timed call draws its own inputs
 from kernel_agent.problem.oracle import CaseMaker, fresh_seed
 
 CLAIM_SLACK_MS = 0.05  # a worker may not claim more time than this process's clock saw (clock granularity only)
@@ -55,7 +56,6 @@ TAMPER_MIN_MS = 0.02
 CORE_SLACK = 1.1  # CPU of the timed calls may exceed threads x their wall time by this factor...
 CORE_MIN_MS = {"cgroup cpu.stat": 5.0, "/proc stat ticks": 40.0}  # ...plus this (the accounting's granularity)
 THREAD_SLACK = 4  # tasks the candidate may run at once beyond the baseline's peak plus its thread budget
-POOL_BYTES = 1 << 30  # a round's input sets are kept for both sides up to this; beyond, each call draws its own
 LARGE_SET_BYTES = 64 << 20  # one call's inputs beyond this: audits compare with the same-dtype reference only
 REQUEST_MS = 2.0  # a request's kernel time should reach this (several calls per request for shorter kernels)...
 MAX_CALLS_PER_REQUEST = 64  # ...up to this many calls
