@@ -340,10 +340,12 @@ class Evaluation:
         )
 
     def _prefault_bytes(self) -> int:
-        """Heap each worker backs at start, the same for both sides: a few calls' working sets, 256 MB to 1 GB."""
+        """Heap each worker backs at start, the same for both sides: a few calls' working sets and 64 MB, at most
+        1 GB. No more: on a VM, huge pages beyond the host's warm memory fault in slowly (a 256 MB floor cost
+        1.4-3.6 s per worker start in 4 of 6 starts here, 64 MB took 7 ms; 2026-12-03)."""
         footprint = sized(self.problem)
         per_call = footprint.inputs + footprint.outputs if footprint is not None else 0
-        return min(max(4 * per_call + (64 << 20), 256 << 20), 1 << 30)
+        return min(4 * per_call + (64 << 20), 1 << 30)
 
     def _expected_bytes(self, maker: CaseMaker, case: CaseSpec, inputs: list[torch.Tensor]) -> int:
         """The reference's output size for a case (bounds what is read back), from the meta device when it can."""
@@ -456,7 +458,7 @@ class Evaluation:
                     baseline.close()
                     self.accounts["baseline"] = baseline.accounting.to_json()
                 raise
-            estimate, raised = combined(estimate, second), raised + more
+            estimate, raised = combined(estimate, second, options.min_gain), raised + more
             decision = self._decide(estimate, raised)
         verdict.timing = estimate
         verdict.speedup, verdict.speedup_ci = estimate["speedup"], list(estimate["speedup_ci"])

@@ -73,11 +73,9 @@ def _ratio(base_rounds: list[list[float]], cand_rounds: list[list[float]]) -> fl
     return float(np.median(base) / np.median(cand))
 
 
-def spread(rounds: list[list[float]]) -> float:
-    """How far one side's calls of one shape strayed: the 80th percentile over the 20th (1.0: every call alike)."""
-    calls = np.concatenate([np.asarray(r, dtype=float) for r in rounds])
-    low, high = np.percentile(calls, [20, 80])
-    return float(high / low) if low > 0 else math.inf
+def percentile(rounds: list[list[float]], q: float) -> float:
+    """One side's calls of one shape, pooled over rounds: their q-th percentile."""
+    return float(np.percentile(np.concatenate([np.asarray(r, dtype=float) for r in rounds]), q))
 
 
 def _resampled_medians(rounds: list[list[float]], picks: np.ndarray) -> np.ndarray:
@@ -132,8 +130,8 @@ def speedup_interval(
             "baseline_median_ms": float(np.median(np.concatenate(b))),
             "candidate_median_ms": float(np.median(np.concatenate(c))),
             "speedup_ci": list(widen(ratio, *np.exp(np.percentile(shape_draws[:, s], [2.5, 97.5])), process_effect)),
-            "baseline_spread": spread(b),
-            "candidate_spread": spread(c),
+            "baseline_p20_ms": percentile(b, 20),
+            "candidate_p80_ms": percentile(c, 80),
         }
         for s, (ratio, b, c) in enumerate(zip(point_per_shape, base_rounds_by_shape, cand_rounds_by_shape))
     ]

@@ -105,6 +105,12 @@ class LiveBytes(TorchDispatchMode):
     (views share one) until the last tensor on it is collected. It sees what a forward keeps between
     ops, not an op's own workspace inside its kernel."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """No torch.compile ever runs under this mode, so its dispatch needs no dynamo guard: torch's default wraps
+        it in one whose first call imports torch._dynamo (1.4 s of every fresh `eval`, here)."""
+        return False
+
     def __init__(self, existing: list[torch.Tensor]) -> None:
         super().__init__()
         self.existing = {t.untyped_storage()._cdata for t in existing}  # inputs and weights: not temporaries
