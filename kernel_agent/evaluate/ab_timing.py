@@ -60,6 +60,12 @@ LARGE_SET_BYTES = 64 << 20  # one call's inputs beyond this: audits compare with
 REQUEST_MS = 2.0  # a request's kernel time should reach this (several calls per request for shorter kernels)...
 MAX_CALLS_PER_REQUEST = 64  # ...up to this many calls
 MAX_AUDITS_PER_BLOCK = 10
+# Warm-up per side and config: this many calls and this long at the least. The checks have already run the
+# kernel on every check case (and the baseline replayed them), so compilation is done; three calls warm the
+# caches for the benchmark shape. Ten calls cost a 12 ms kernel 0.5 s of a 2 s timing phase (cpp_softmax, two
+# shapes), and a 1 s KernelBench convolution 10 s per side.
+WARMUP_CALLS = 3
+WARMUP_SECONDS = 0.03
 
 
 class TimingFailure(StatusError):
@@ -172,7 +178,12 @@ def _warm_up(job: TimingJob) -> list[Shape]:
         inputs = job.maker.inputs(shape, dtype, "normal", fresh_seed())
         per_call_ms = 0.0
         for role, side in (("baseline", job.baseline), ("candidate", job.candidate)):
-            message = {"cmd": "warmup", "min_calls": 10, "min_seconds": 0.025, "max_seconds": job.timeout / 4}
+            message = {
+                "cmd": "warmup",
+                "min_calls": WARMUP_CALLS,
+                "min_seconds": WARMUP_SECONDS,
+                "max_seconds": job.timeout / 4,
+            }
             with _failures_of(role):
                 reply = side.request({**message, **side.place(inputs)}, "warmup")
             if role == "baseline":

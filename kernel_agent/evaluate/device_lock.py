@@ -3,23 +3,51 @@
 A timed run holds its device exclusively, so no other evaluation's compile,
 correctness check or timing can disturb its clock; compiles and checks share
 the device with each other. One gate per process, keyed by device name.
+
+The gate also books host memory: each evaluation reserves what its footprint
+needs (problem/footprint.py) before any process starts, and waits while the
+evaluations already running have booked the rest. Each one's refusal only asks
+whether it fits alone; two 15 GB KernelBench problems checked side by side on a
+24 GB host would otherwise both pass it and meet the OOM killer together.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
 class DeviceGate:
-    """A writer-preferring readers-writer lock per device."""
+    """A writer-preferring readers-writer lock per device, and a book of the host memory evaluations reserved."""
 
     def __init__(self) -> None:
         self._condition = threading.Condition()
         self._shared: dict[str, int] = {}
         self._exclusive: set[str] = set()
         self._waiting_exclusive: dict[str, int] = {}
+        self._booked: list[int] = []
+        self._host_budget = 0  # taken when the first booking of a busy spell is made
+
+    @contextmanager
+    def host_memory(self, needed: int, budget: Callable[[], int]) -> Iterator[None]:
+        """Hold `needed` bytes of host memory while the block runs; wait while other evaluations hold so much of
+        `budget()` (read when nothing is booked: what is free with no evaluation running) that it would not fit.
+        One that would not fit even alone goes ahead when it is alone: its refusal was decided before."""
+        with self._condition:
+            if not self._booked:
+                self._host_budget = budget()
+            while self._booked and sum(self._booked) + needed > self._host_budget:
+                self._condition.wait()
+            if not self._booked:
+                self._host_budget = budget()
+            self._booked.append(needed)
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._booked.remove(needed)
+                self._condition.notify_all()
 
     @contextmanager
     def shared(self, device: str) -> Iterator[None]:
@@ -52,6 +80,10 @@ class DeviceGate:
 
 class NoGate:
     """The single-evaluation case: nothing to coordinate."""
+
+    @contextmanager
+    def host_memory(self, needed: int, budget: Callable[[], int]) -> Iterator[None]:
+        yield
 
     @contextmanager
     def shared(self, device: str) -> Iterator[None]:

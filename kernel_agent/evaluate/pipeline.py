@@ -37,7 +37,7 @@ from kernel_agent.evaluate.sandbox.session import WorkerFailure, WorkerSession, 
 from kernel_agent.evaluate.sandbox.shm import InputSegment, nbytes
 from kernel_agent.measure.confirmation import combined, needs_confirmation
 from kernel_agent.problem.canaries import LOAD_AUDIT_BYTES, check_canaries
-from kernel_agent.problem.footprint import Footprint, gold_fits, largest_footprint, refusal
+from kernel_agent.problem.footprint import Footprint, available_bytes, gold_fits, largest_footprint, refusal
 from kernel_agent.problem.load import Problem, ProblemError
 from kernel_agent.problem.oracle import CaseMaker, CaseSpec, check_plan, fresh_seed
 
@@ -161,6 +161,31 @@ class Evaluation:
         self.durations[name] = self.durations.get(name, 0.0) + time.perf_counter() - started
 
     def _run(self) -> None:
+        needed = self._size()  # a problem that cannot fit is refused here, before anything starts
+        with self.options.gate.host_memory(needed, self._host_budget):  # and waits while others hold the memory
+            self._evaluate()
+
+    def _size(self) -> int:
+        """Refuse a problem that cannot fit the memory here; decide the float64 gold; what to book of the host."""
+        budget = self._budget_bytes()
+        too_large = fits(self.problem, self.device, budget)
+        if too_large:
+            raise EvaluationError("rejected", too_large)
+        footprint = sized(self.problem)
+        self._gold_fits = footprint is None or gold_fits(footprint, budget)
+        if footprint is None:
+            return 0
+        return footprint.needed if self._gold_fits else footprint.needed_without_gold
+
+    def _budget_bytes(self) -> int | None:
+        budget = self.options.memory_budget
+        return None if budget is None else int(budget * (1 << 30))
+
+    def _host_budget(self) -> int:
+        budget = self._budget_bytes()
+        return budget if budget is not None else available_bytes()
+
+    def _evaluate(self) -> None:
         gate, verdict = self.options.gate, self.verdict
         with gate.shared(self.device):  # compiles and checks may overlap other evaluations'
             prepared, maker, plan, candidate_path = self._prepare()
@@ -244,13 +269,6 @@ class Evaluation:
     def _prepare(self) -> tuple[Prepared, CaseMaker, list[CaseSpec], Path]:
         """Static checks, trusted build and the check plan: everything before the candidate runs."""
         problem, verdict = self.problem, self.verdict
-        budget = self.options.memory_budget
-        budget_bytes = None if budget is None else int(budget * (1 << 30))
-        too_large = fits(problem, self.device, budget_bytes)
-        if too_large:
-            raise EvaluationError("rejected", too_large)
-        footprint = sized(problem)
-        self._gold_fits = footprint is None or gold_fits(footprint, budget_bytes)
         backend_name = self.options.backend or detect_backend(self.source)
         backend = get_backend(backend_name)
         verdict.backend = backend_name

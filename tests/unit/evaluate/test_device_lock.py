@@ -112,3 +112,29 @@ def test_no_gate_never_blocks() -> None:
     gate = NoGate()
     with gate.exclusive("cpu"), gate.exclusive("cpu"), gate.shared("cpu"):
         pass
+
+
+def test_host_memory_is_booked_so_that_evaluations_side_by_side_fit_together() -> None:
+    """Two 10 GB evaluations on a 15 GB host run one after the other; a 3 GB one runs beside either; one that
+    would not fit even alone (its refusal was decided before) is not kept waiting when nothing else runs."""
+    gate, log = DeviceGate(), []
+    budget = lambda: 15  # noqa: E731 - GB, read when nothing is booked
+    first = Holder(lambda: gate.host_memory(10, budget), log, "first")
+    assert first.entered.wait(WAIT_S)
+    second = Holder(lambda: gate.host_memory(10, budget), log, "second")
+    assert not second.entered.wait(BLOCKED_S)
+    small = Holder(lambda: gate.host_memory(3, budget), log, "small")
+    assert small.entered.wait(WAIT_S)
+    small.release()
+    first.release()
+    assert second.entered.wait(WAIT_S)
+    second.release()
+    assert log == ["first", "small", "second"]
+    alone = Holder(lambda: gate.host_memory(30, budget), log, "alone")
+    assert alone.entered.wait(WAIT_S)
+    alone.release()
+
+
+def test_no_gate_books_nothing() -> None:
+    with NoGate().host_memory(1 << 50, lambda: 0):
+        pass
