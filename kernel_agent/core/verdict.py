@@ -92,6 +92,11 @@ class Verdict:
         None  # CPU time per phase of each side's sandbox, read from outside its processes
     )
 
+    @property
+    def elapsed(self) -> float:
+        """Seconds the evaluation itself took (the sum of its phases), without any wait for a free worker."""
+        return sum(self.durations.values())
+
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _TEXT_FIELDS and isinstance(value, str):
             limit, keep_newlines = _TEXT_FIELDS[name]

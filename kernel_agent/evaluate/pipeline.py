@@ -161,8 +161,14 @@ class Evaluation:
         self.durations[name] = self.durations.get(name, 0.0) + time.perf_counter() - started
 
     def _run(self) -> None:
-        needed = self._size()  # a problem that cannot fit is refused here, before anything starts
+        started = time.perf_counter()
+        try:
+            needed = self._size()  # a problem that cannot fit is refused here, before anything starts
+        finally:
+            self._phase("size", started)
+        waiting = time.perf_counter()
         with self.options.gate.host_memory(needed, self._host_budget):  # and waits while others hold the memory
+            self._phase("memory_wait", waiting)
             self._evaluate()
 
     def _size(self) -> int:

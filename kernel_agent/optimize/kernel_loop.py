@@ -184,7 +184,7 @@ class KernelLoop:
             verdict = self.shared.executor.submit(
                 self.problem, self.problem.baseline_as_candidate, self._eval_options("always")
             ).result()
-            self.recorder.baseline_verdict(self.state, verdict, time.perf_counter() - started)
+            self.recorder.baseline_verdict(self.state, verdict, _seconds(verdict, started))
         assert self.state.baseline is not None
         return self.state.baseline
 
@@ -258,7 +258,7 @@ class KernelLoop:
         started = [flight for flight in map(self._submit, batch) if flight is not None]
         for flight in started:
             verdict = flight.future.result()
-            self.recorder.verdict(self.state, flight.candidate, verdict, time.perf_counter() - flight.started)
+            self.recorder.verdict(self.state, flight.candidate, verdict, _seconds(verdict, flight.started))
             self.progress(
                 "evaluated",
                 {
@@ -335,7 +335,7 @@ class KernelLoop:
         # Every round, nothing else changed; no profile: no prompt follows to read it.
         options = replace(self._eval_options("never"), sequential=False)
         verdict = self.shared.executor.submit(self.problem, best.source, options).result()
-        self.recorder.retime_verdict(self.state, best.candidate_id, candidate, verdict, time.perf_counter() - started)
+        self.recorder.retime_verdict(self.state, best.candidate_id, candidate, verdict, _seconds(verdict, started))
 
     def _finish(self, status: KernelStatus, reason: str) -> KernelResult:
         if status not in (KernelStatus.BUDGET_REACHED, KernelStatus.INTERRUPTED):
@@ -344,3 +344,10 @@ class KernelLoop:
         self.recorder.finish(result)
         self.progress("done", {"kernel": self.label, "status": str(status), "speedup": result.speedup})
         return result
+
+
+def _seconds(verdict: Verdict, submitted: float) -> float:
+    """What an evaluation row stores as its duration: the evaluation's own phases, not its wait in the
+    executor's queue (with two workers and many kernels, a refusal that took milliseconds read 97 s);
+    the wall time since submission only where no phase came back (an executor that failed)."""
+    return verdict.elapsed if verdict.durations else time.perf_counter() - submitted

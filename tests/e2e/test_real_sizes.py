@@ -61,6 +61,7 @@ def test_a_problem_too_large_for_the_machine_is_refused_in_seconds(tmp_path: Pat
         and "--memory-budget" in verdict.reason
     )
     assert time.monotonic() - started < 20
+    assert set(verdict.durations) == {"size"} and verdict.elapsed < 20  # the refusal's own time, as stored
 
 
 def test_a_problem_over_the_memory_budget_is_refused_with_the_budget_named(tmp_path: Path) -> None:

@@ -3,6 +3,8 @@ else. The CUDA case is exercised here without a GPU by telling torch there is, o
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from concurrent.futures import Future
 from pathlib import Path
 from types import SimpleNamespace
@@ -10,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from kernel_agent.core.verdict import Verdict
 from kernel_agent.db.reads import run_detail
 from kernel_agent.db.session import open_database
 from kernel_agent.db.writes import create_run
@@ -95,3 +98,35 @@ def test_a_kernel_on_a_missing_device_ends_with_the_reason_stored_and_nothing_ev
     assert again.recorder.run_kernel_id == loop.recorder.run_kernel_id
     assert (again.run().status, again.state.name) == (KernelStatus.NO_DEVICE, "softmax64")
     assert run_detail(db, run_id)["kernels"][0]["reason"] == "no CUDA device is visible here"  # not redone
+
+
+class Queued:
+    """An executor whose evaluation waited `queued` seconds for a free worker, then was refused for size
+    in `took` seconds of its own: the refusal a batch of KernelBench files meets behind two busy workers."""
+
+    workers = 1
+
+    def __init__(self, queued: float, took: float) -> None:
+        self.queued, self.took = queued, took
+
+    def submit(self, problem, source, options) -> Future:  # noqa: ANN001 - the Executor protocol's types
+        time.sleep(self.queued)
+        verdict = Verdict(status="rejected", reason="too large for this machine: one call's working set 99 GB")
+        verdict.durations = {"size": self.took, "memory_wait": 0.0}
+        future: Future = Future()
+        future.set_result(verdict)
+        return future
+
+    def shutdown(self) -> None:
+        pass
+
+
+def test_an_evaluation_row_stores_its_own_time_not_its_wait_for_a_worker(tmp_path: Path) -> None:
+    db = open_database(str(tmp_path / "runs.db"))
+    run_id, problem = create_run(db, "search", None, {}), load_problem(SOFTMAX)
+    options = LoopOptions(eval=EvalOptions(device="cpu", threads=1))
+    loop = KernelLoop(db, run_id, problem, SearchProvider(), options, shared=Shared(executor=Queued(0.3, 0.02)))
+    assert loop.run().status == KernelStatus.TOO_LARGE
+    with sqlite3.connect(tmp_path / "runs.db") as con:
+        (seconds,) = con.execute("select duration_s from evaluations").fetchone()
+    assert seconds == pytest.approx(0.02)  # the wait of 0.3 s in the queue is not the refusal's time
