@@ -17,6 +17,7 @@ allocator poison, a private copy of the inputs during checks) and its own model.
 
 from __future__ import annotations
 
+import math
 import os
 import weakref
 from collections.abc import Callable
@@ -54,6 +55,7 @@ class Footprint:
     outputs: int
     parameters: int
     temporaries: int = 0  # what the reference holds beyond its outputs at its peak (traced, see LiveBytes)
+    gold_workspace: int = 0  # the float64 gold's largest convolution workspace, which no trace sees (conv_workspace)
 
     @property
     def working_set(self) -> int:
@@ -66,6 +68,7 @@ class Footprint:
             self.needed_without_gold
             + int(GOLD_FACTOR * (self.inputs + self.outputs))
             + int(GOLD_TEMPORARY_FACTOR * self.temporaries)
+            + self.gold_workspace
         )
 
     @property
@@ -117,9 +120,12 @@ class LiveBytes(TorchDispatchMode):
         self.holders: dict[int, int] = {}
         self.live = 0
         self.peak = 0
+        self.gold_workspace = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204 - torch's protocol
         out = func(*args, **(kwargs or {}))
+        if func is torch.ops.aten.convolution.default and len(args) == 9:
+            self.gold_workspace = max(self.gold_workspace, conv_workspace(*args[:2], out, args[6], args[8]))
         for leaf in pytree.tree_leaves(out):
             if isinstance(leaf, torch.Tensor):
                 self._hold(leaf)
@@ -147,11 +153,26 @@ class LiveBytes(TorchDispatchMode):
             self.live -= size
 
 
-def _traced(call: Callable[[], object], existing: list[torch.Tensor]) -> tuple[object, int]:
-    """A call's result and its temporaries: the most it held beyond that result and what `existing` holds."""
+def conv_workspace(inputs: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, transposed: bool, groups: int) -> int:
+    """Bytes of the column buffer a float64 convolution allocates inside its kernel on a CPU: oneDNN has no
+    float64, so ATen's slow path unfolds the input (im2col, vol2col) for the whole batch. Measured on torch
+    2.13 (peak resident set of one call, 1 thread): a 5x7 conv2d over 8x64x512x256, KernelBench level1/56,
+    needs 18.2 GB beside 0.25 GB of inputs, which an optimize batch met as an OOM kill. An upper bound:
+    depthwise convolutions take no such buffer, and transposed 3-d ones unfold one sample at a time."""
+    batch, kernel = inputs.shape[0], math.prod(weight.shape[2:])
+    if transposed:  # columns: output channels x kernel x input positions
+        return 8 * batch * weight.shape[1] * groups * kernel * math.prod(inputs.shape[2:])
+    if groups > 1 and weight.shape[1] == 1:  # depthwise: a direct loop, no columns
+        return 0
+    return 8 * batch * inputs.shape[1] * kernel * math.prod(out.shape[2:])
+
+
+def _traced(call: Callable[[], object], existing: list[torch.Tensor]) -> tuple[object, int, int]:
+    """A call's result, its temporaries (the most it held beyond that result and what `existing` holds) and its
+    float64 gold's convolution workspace."""
     with torch.no_grad(), LiveBytes([t for t in existing if isinstance(t, torch.Tensor)]) as live:
         out = call()
-    return out, max(0, live.peak - _nbytes(as_outputs(out)))
+    return out, max(0, live.peak - _nbytes(as_outputs(out))), live.gold_workspace
 
 
 def kernelbench_footprint(module: object) -> Footprint:
@@ -160,8 +181,8 @@ def kernelbench_footprint(module: object) -> Footprint:
         inputs = list(module.get_inputs())  # type: ignore[attr-defined]
         model = module.Model(*module.get_init_inputs())  # type: ignore[attr-defined]
         state = list(model.parameters()) + list(model.buffers())
-        outputs, temporaries = _traced(lambda: model(*inputs), inputs + state)
-    return Footprint(_nbytes(inputs), _nbytes(outputs), _nbytes(state), temporaries)
+        outputs, temporaries, workspace = _traced(lambda: model(*inputs), inputs + state)
+    return Footprint(_nbytes(inputs), _nbytes(outputs), _nbytes(state), temporaries, workspace)
 
 
 REAL_DRAW_ELEMENTS = 1 << 22  # shapes up to this many elements are sized by one real draw (no meta-device import)
@@ -178,13 +199,13 @@ def native_footprint(problem: Problem, shape: tuple[int, ...], dtype: str) -> Fo
     if elements > REAL_DRAW_ELEMENTS:
         try:
             inputs = list(module.make_inputs(shape, torch_dtype(dtype), "meta", seeded_generator(0)))
-            outputs, temporaries = _traced(lambda: module.reference(*inputs), inputs)
-            return Footprint(_nbytes(inputs), _nbytes(as_outputs(outputs)), 0, temporaries)
+            outputs, temporaries, workspace = _traced(lambda: module.reference(*inputs), inputs)
+            return Footprint(_nbytes(inputs), _nbytes(as_outputs(outputs)), 0, temporaries, workspace)
         except Exception:  # noqa: BLE001 - a reference the meta device cannot run: measure one real call
             pass
     inputs = list(module.make_inputs(shape, torch_dtype(dtype), "cpu", seeded_generator(0)))
-    outputs, temporaries = _traced(lambda: module.reference(*inputs), inputs)
-    return Footprint(_nbytes(inputs), _nbytes(as_outputs(outputs)), 0, temporaries)
+    outputs, temporaries, workspace = _traced(lambda: module.reference(*inputs), inputs)
+    return Footprint(_nbytes(inputs), _nbytes(as_outputs(outputs)), 0, temporaries, workspace)
 
 
 def largest_footprint(problem: Problem) -> Footprint:

@@ -65,6 +65,43 @@ def test_a_kernelbench_model_is_sized_with_its_weights_without_allocating_them(t
     assert footprint.needed == footprint.needed_without_gold + int(3 * per_call) + int(3 * held)  # the gold on top
 
 
+CONVS = """import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(64, 128, (5, 7))  # KernelBench level1/56's convolution
+        self.depthwise = torch.nn.Conv2d(128, 128, 3, groups=128)
+        self.up = torch.nn.ConvTranspose2d(128, 16, 3)
+
+    def forward(self, x):
+        return self.up(self.depthwise(self.conv(x)))
+
+
+def get_inputs():
+    return [torch.rand(8, 64, 512, 256)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_float64_gold_of_a_convolution_books_its_column_buffer(tmp_path: Path) -> None:
+    """No trace sees the im2col buffer ATen's float64 convolution allocates inside its kernel on a CPU: for
+    level1/56's 5x7 conv over 256 MB of inputs it is 18.2 GB (an optimize batch met it as an OOM kill)."""
+    path = tmp_path / "convs.py"
+    path.write_text(CONVS)
+    footprint = largest_footprint(load_problem(path))
+    conv = 8 * 8 * 64 * 35 * 508 * 250  # float64 x batch x in channels x kernel x output positions
+    up = 8 * 8 * 16 * 9 * 506 * 248  # transposed: out channels x kernel x input positions; the depthwise: none
+    assert footprint.gold_workspace == max(conv, up) == 18_206_720_000
+    without = Footprint(footprint.inputs, footprint.outputs, footprint.parameters, footprint.temporaries)
+    assert footprint.needed == without.needed + conv  # booked only where the gold runs
+    assert footprint.needed_without_gold == without.needed_without_gold  # refusal is unchanged
+
+
 def test_a_reference_the_meta_device_cannot_run_is_measured_on_one_real_call(tmp_path: Path) -> None:
     source = (
         "import torch\nSHAPES = [(8, 16)]\n"
