@@ -7,11 +7,13 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from conftest import FIXTURES, ROOT
 
 from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
+from kernel_agent.problem.footprint import largest_footprint
 from kernel_agent.problem.load import load_problem
 
 LARGE = FIXTURES / "large"
@@ -111,3 +113,45 @@ def test_a_batch_over_a_kernelbench_level_gives_every_file_a_status_and_goes_on(
     assert [(name, status) for name, status, _ in rows][0] == ("1_too_large", "too_large")
     assert "64.00 GB" in rows[0][2] and "--memory-budget" in rows[0][2]
     assert rows[1][0] == "2_rowloop" and rows[1][1] in ("no_gain", "improved", "needs_review")
+
+
+CONV_SMALL_INPUTS = """import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(16, 16, 7)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def get_inputs():
+    return [torch.rand(4, 16, 128, 128)]  # 4 MB of inputs; its float64 gold unfolds 0.37 GB of columns
+
+
+def get_init_inputs():
+    return []
+
+
+ModelNew = Model
+"""
+
+
+def test_small_inputs_do_not_bring_a_float64_gold_the_budget_left_out(tmp_path: Path) -> None:
+    """A case with small inputs took the gold whatever the budget said; level1/60 (54 MB of inputs, 0.8 GB of
+    outputs, an 8 GB float64 column buffer) was booked without its gold and took it: an OOM kill."""
+    path = tmp_path / "conv_small_inputs.py"
+    path.write_text(CONV_SMALL_INPUTS)
+    problem = load_problem(path)
+    footprint = largest_footprint(problem)
+    assert footprint.gold_workspace > 256 * MB
+    budget = (footprint.needed_without_gold + footprint.needed) / 2 / (1 << 30)  # fits without the gold only
+    options = EvalOptions(sandbox_root=tmp_path / "sandbox", memory_budget=budget, threads=1, timing_rounds=4)
+    verdict = evaluate(problem, CONV_SMALL_INPUTS, options)
+    assert verdict.status in ("correct", "faster"), verdict.reason
+    assert verdict.checks and all("same-dtype" in check.get("reference", "") for check in verdict.checks)
+    with_gold = evaluate(problem, CONV_SMALL_INPUTS, replace(options, memory_budget=None))
+    assert with_gold.status in ("correct", "faster"), with_gold.reason
+    assert not any("reference" in check for check in with_gold.checks)  # where it fits, the gold is used
