@@ -15,7 +15,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from kernel_agent.core.fingerprint import fingerprint
 from kernel_agent.core.verdict import Status, StatusError, Verdict
 from kernel_agent.evaluate.ab_timing import TimingJob, measure_speedup
 from kernel_agent.evaluate.backends import detect_backend, get_backend
-from kernel_agent.evaluate.backends.base import BuildContext, BuildFailed, Prepared
+from kernel_agent.evaluate.backends.base import Backend, BuildContext, BuildFailed, Prepared
 from kernel_agent.evaluate.backends.lint import defines
 from kernel_agent.evaluate.compare import Tolerance, compare, compare_same_dtype
 from kernel_agent.evaluate.decision import Decision, decide
@@ -157,18 +157,21 @@ class Evaluation:
         return self.verdict
 
     # ---- phases -----------------------------------------------------------------
-    def _phase(self, name: str, started: float) -> None:
-        self.durations[name] = self.durations.get(name, 0.0) + time.perf_counter() - started
-
-    def _run(self) -> None:
+    @contextmanager
+    def _phase(self, name: str) -> Iterator[None]:
+        """Time a phase into the verdict's durations, also when it ends by a failure (a timeout counts whole)."""
         started = time.perf_counter()
         try:
-            needed = self._size()  # a problem that cannot fit is refused here, before anything starts
+            yield
         finally:
-            self._phase("size", started)
-        waiting = time.perf_counter()
-        with self.options.gate.host_memory(needed, self._host_budget):  # and waits while others hold the memory
-            self._phase("memory_wait", waiting)
+            self.durations[name] = self.durations.get(name, 0.0) + time.perf_counter() - started
+
+    def _run(self) -> None:
+        with self._phase("size"):
+            needed = self._size()  # a problem that cannot fit is refused here, before anything starts
+        with ExitStack() as booked:
+            with self._phase("memory_wait"):  # waits while others hold the memory
+                booked.enter_context(self.options.gate.host_memory(needed, self._host_budget))
             self._evaluate()
 
     def _size(self) -> int:
@@ -204,28 +207,24 @@ class Evaluation:
             baseline = None if baseline_spec is None else self._session(baseline_spec)
         try:
             with gate.shared(self.device):
-                started = time.perf_counter()
-                try:
-                    candidate.launch()
-                    if baseline is not None:
-                        with baseline_failure():
-                            baseline.launch()  # its interpreter and torch import overlap the candidate's checks
-                    candidate.ready()
-                    candidate.load()
-                finally:
-                    verdict.candidate_output = candidate.log_tail()
-                self._phase("sandbox_start", started)
-                started = time.perf_counter()
-                try:
-                    self._verify(candidate, maker, plan)
-                finally:
-                    verdict.candidate_output = candidate.log_tail()
-                self._phase("verification", started)
+                with self._phase("sandbox_start"):
+                    try:
+                        candidate.launch()
+                        if baseline is not None:
+                            with baseline_failure():
+                                baseline.launch()  # its interpreter and torch import overlap the candidate's checks
+                        candidate.ready()
+                        candidate.load()
+                    finally:
+                        verdict.candidate_output = candidate.log_tail()
+                with self._phase("verification"):
+                    try:
+                        self._verify(candidate, maker, plan)
+                    finally:
+                        verdict.candidate_output = candidate.log_tail()
                 if baseline is not None:
-                    started = time.perf_counter()
-                    with baseline_failure():
+                    with self._phase("baseline_start"), baseline_failure():
                         baseline.ready()  # before the gate is released: its start never overlaps a timing
-                    self._phase("baseline_start", started)
             verdict.correct = True
             if prepared.interpreted:
                 verdict.status = "correct"
@@ -235,18 +234,18 @@ class Evaluation:
                 return
             assert baseline is not None
             waiting = time.monotonic()
-            with gate.exclusive(self.device):  # nothing else runs on this device while it is timed
+            with ExitStack() as device:
+                with self._phase("device_wait"):  # nothing else runs on this device while it is timed
+                    device.enter_context(gate.exclusive(self.device))
                 candidate.deadline += time.monotonic() - waiting  # waiting for the device is not the candidate's time
                 baseline.deadline = time.monotonic() + self.options.timeout  # trusted: a fresh allowance to time it
-                started = time.perf_counter()
-                candidate = self._time(candidate, baseline, maker, plan)  # a fresh pair when a small gain is confirmed
-                self._phase("timing", started)
+                with self._phase("timing"):
+                    candidate = self._time(candidate, baseline, maker, plan)  # a fresh pair when a gain is confirmed
                 if self.options.profile == "always" or (
                     self.options.profile == "faster" and verdict.status in ("faster", "flagged")
                 ):
-                    started = time.perf_counter()
-                    self._profile(candidate, maker)
-                    self._phase("profile", started)
+                    with self._phase("profile"):
+                        self._profile(candidate, maker)
         finally:
             candidate.close()
             if baseline is not None and "baseline" not in self.accounts:  # closed early: the candidate failed
@@ -278,7 +277,15 @@ class Evaluation:
         backend_name = self.options.backend or detect_backend(self.source)
         backend = get_backend(backend_name)
         verdict.backend = backend_name
-        started = time.perf_counter()
+        with self._phase("compile"):
+            prepared, candidate_path = self._compile(backend, backend_name)
+        with self._phase("reference"):
+            maker = CaseMaker(problem, self.device)
+            plan = self._plan(prepared)
+        return prepared, maker, plan, candidate_path
+
+    def _compile(self, backend: Backend, backend_name: str) -> tuple[Prepared, Path]:
+        problem, verdict = self.problem, self.verdict
         try:
             tree = ast.parse(self.source)
         except SyntaxError as exc:
@@ -303,12 +310,7 @@ class Evaluation:
         except BuildFailed as exc:
             raise EvaluationError("compile_error", f"build failed: {exc}") from None
         verdict.interpreted = prepared.interpreted
-        self._phase("compile", started)
-        started = time.perf_counter()
-        maker = CaseMaker(problem, self.device)
-        plan = self._plan(prepared)
-        self._phase("reference", started)
-        return prepared, maker, plan, candidate_path
+        return prepared, candidate_path
 
     def _plan(self, prepared: Prepared) -> list[CaseSpec]:
         # The interpreter runs each program instance in numpy: fewer seeds per shape, still every shape and
