@@ -8,7 +8,9 @@ The gate also books host memory: each evaluation reserves what its footprint
 needs (problem/footprint.py) before any process starts, and waits while the
 evaluations already running have booked the rest. Each one's refusal only asks
 whether it fits alone; two 15 GB KernelBench problems checked side by side on a
-24 GB host would otherwise both pass it and meet the OOM killer together.
+24 GB host would otherwise both pass it and meet the OOM killer together. "Alone"
+is the host as it was when nothing was booked (`idle_budget`): read while another
+evaluation holds 7 GB, MemAvailable would refuse a problem that fits once it ends.
 """
 
 from __future__ import annotations
@@ -28,6 +30,11 @@ class DeviceGate:
         self._waiting_exclusive: dict[str, int] = {}
         self._booked: list[int] = []
         self._host_budget = 0  # taken when the first booking of a busy spell is made
+
+    def idle_budget(self, budget: Callable[[], int]) -> int:
+        """What `budget()` reads with no evaluation booked: now if none is, else as read when the first one was."""
+        with self._condition:
+            return budget() if not self._booked else self._host_budget
 
     @contextmanager
     def host_memory(self, needed: int, budget: Callable[[], int]) -> Iterator[None]:
@@ -80,6 +87,9 @@ class DeviceGate:
 
 class NoGate:
     """The single-evaluation case: nothing to coordinate."""
+
+    def idle_budget(self, budget: Callable[[], int]) -> int:
+        return budget()
 
     @contextmanager
     def host_memory(self, needed: int, budget: Callable[[], int]) -> Iterator[None]:

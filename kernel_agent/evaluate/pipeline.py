@@ -86,12 +86,11 @@ class EvaluationError(StatusError):
 _SIZED: dict[tuple, object] = {}
 
 
-def fits(problem: Problem, device: str, budget: int | None) -> str | None:
-    """Why the problem cannot be evaluated in the memory here (None: it fits), sized once per problem file."""
-    key = (str(problem.module_path), problem.module_path.stat().st_mtime, device, budget)
-    if key not in _SIZED:
-        _SIZED[key] = refusal(problem, device, budget, sized(problem))
-    return _SIZED[key]  # type: ignore[return-value]
+def fits(problem: Problem, device: str, budget: int | None, host: int) -> str | None:
+    """Why the problem cannot be evaluated in the memory here (None: it fits). `budget` is the user's
+    --memory-budget in bytes (None: none given) and `host` the memory it is compared with: that budget, or the
+    host's available memory with no evaluation booked. Not cached: the host's memory is read anew each time."""
+    return refusal(problem, device, budget, sized(problem), available=host)
 
 
 def sized(problem: Problem) -> Footprint | None:
@@ -177,11 +176,12 @@ class Evaluation:
     def _size(self) -> int:
         """Refuse a problem that cannot fit the memory here; decide the float64 gold; what to book of the host."""
         budget = self._budget_bytes()
-        too_large = fits(self.problem, self.device, budget)
+        host = budget if budget is not None else self.options.gate.idle_budget(available_bytes)
+        too_large = fits(self.problem, self.device, budget, host)
         if too_large:
             raise EvaluationError("rejected", too_large)
         footprint = self._footprint = sized(self.problem)
-        self._gold_fits = footprint is None or gold_fits(footprint, budget)
+        self._gold_fits = footprint is None or gold_fits(footprint, host)
         if footprint is None:
             return 0
         return footprint.needed if self._gold_fits else footprint.needed_without_gold

@@ -257,14 +257,22 @@ TOO_LARGE = "too large for"  # how every refusal for size begins (optimize ends 
 
 
 def refusal(
-    problem: Problem, device: str, budget_bytes: int | None = None, footprint: Footprint | None = None
+    problem: Problem,
+    device: str,
+    budget_bytes: int | None = None,
+    footprint: Footprint | None = None,
+    available: int | None = None,
 ) -> str | None:
-    """A one-line reason when the problem cannot be evaluated within the memory here, else None."""
+    """A one-line reason when the problem cannot be evaluated within the memory here, else None. Without a
+    budget it is compared with `available` (default: the host's available memory now)."""
     try:
         footprint = footprint or largest_footprint(problem)
     except Exception as exc:  # noqa: BLE001 - a problem whose sizes cannot even be built on meta
         return f"cannot size the problem's working set: {type(exc).__name__}: {str(exc)[:200]}"
-    budget = budget_bytes if budget_bytes is not None else available_bytes()
+    if budget_bytes is not None:
+        budget = budget_bytes
+    else:
+        budget = available if available is not None else available_bytes()
     if footprint.needed_without_gold > budget:
         where = "the --memory-budget" if budget_bytes is not None else "this host's available memory"
         return (

@@ -138,3 +138,14 @@ def test_host_memory_is_booked_so_that_evaluations_side_by_side_fit_together() -
 def test_no_gate_books_nothing() -> None:
     with NoGate().host_memory(1 << 50, lambda: 0):
         pass
+
+
+def test_idle_budget_is_the_host_as_read_before_the_first_booking() -> None:
+    gate, reading = DeviceGate(), {"now": 20}
+    budget = lambda: reading["now"]  # noqa: E731 - GB of available memory, as /proc/meminfo would say
+    assert gate.idle_budget(budget) == 20 and NoGate().idle_budget(budget) == 20
+    with gate.host_memory(8, budget):
+        reading["now"] = 12  # the booked evaluation's processes hold 8 GB now
+        assert gate.idle_budget(budget) == 20
+        assert NoGate().idle_budget(budget) == 12
+    assert gate.idle_budget(budget) == 12  # nothing booked: read anew
