@@ -40,6 +40,11 @@ def optimize_command(
     ),
     manifest: Path = typer.Option(None, help="TOML manifest: [[kernel]] tables with path and per-kernel options."),
     resume: int = typer.Option(None, help="Continue run RUN where it stopped (its stored plan is used)."),
+    retry: str = typer.Option(
+        None,
+        help="With --resume: run again the kernels that ended too_large or baseline_failed (a comma-separated list "
+        "of those statuses), e.g. after --memory-budget was raised; their earlier rows stay stored.",
+    ),
     plan: RunPlan = fields_of(skip=NOT_OFFERED),
     db: str = opt.DB,
     json_output: bool = opt.JSON,
@@ -50,6 +55,9 @@ def optimize_command(
 
     if "ray_address" in given and "executor" in given and plan.executor != ExecutorKind.RAY:
         fail("--ray-address needs --executor ray")
+    retried = retry_statuses(retry)
+    if retried and resume is None:
+        fail("--retry needs --resume RUN (the run whose kernels to run again)")
     database = opt.open_db(db)
     if resume is not None:
         run_resume(
@@ -59,6 +67,8 @@ def optimize_command(
             plan.workers,
             plan.executor if "executor" in given else None,
             plan.ray_address,
+            retried,
+            plan.evaluation.memory_budget if "memory_budget" in given else None,
         )
         return
     if plan.ray_address is not None:
@@ -78,6 +88,17 @@ def optimize_command(
     execute(database, plan, None, json_output)
 
 
+RETRYABLE = ("too_large", "baseline_failed")  # statuses that end a kernel before its search: nothing is redone
+
+
+def retry_statuses(text: str | None) -> frozenset[str]:
+    statuses = frozenset(s.strip() for s in (text or "").split(",") if s.strip())
+    unknown = sorted(statuses - set(RETRYABLE))
+    if unknown:
+        fail(f"--retry takes {' or '.join(RETRYABLE)} (comma-separated), not {', '.join(unknown)}")
+    return statuses
+
+
 def run_resume(
     database,
     run_id: int,
@@ -85,10 +106,17 @@ def run_resume(
     workers: int | None = None,
     executor: ExecutorKind | None = None,
     ray_address: str | None = None,
+    retry: frozenset[str] = frozenset(),
+    memory_budget: float | None = None,
 ) -> None:
-    """Continue a stored run with its stored plan (--workers, --executor and --ray-address may change where it runs)."""
+    """Continue a stored run with its stored plan (--workers, --executor and --ray-address may change where it runs,
+    --memory-budget what it may use; --retry runs kernels that ended before their search again)."""
+    from kernel_agent.db import writes as store
     from kernel_agent.db.models import RunRow
 
+    if retry:
+        retried = store.retry_kernels(database, run_id, retry)
+        stderr.print(f"run {run_id}: {retried} kernel(s) that ended {' or '.join(sorted(retry))} will run again")
     with database.session() as session:
         run = session.get(RunRow, run_id)
         if run is None:
@@ -106,6 +134,8 @@ def run_resume(
         plan.ray_address = ray_address if executor == ExecutorKind.RAY else None
     elif ray_address:
         plan.executor, plan.ray_address = ExecutorKind.RAY, ray_address
+    if memory_budget is not None:
+        plan.evaluation.memory_budget = memory_budget
     execute(database, plan, run_id, json_output)
 
 

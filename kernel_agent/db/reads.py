@@ -180,6 +180,8 @@ def kernel_references(db: Database, session: Session, kernel: RunKernelRow) -> d
         select(EvaluationRow.environment)
         .join(CandidateRow)
         .where(CandidateRow.run_kernel_id == kernel.id, CandidateRow.origin == BASELINE)
+        .order_by(CandidateRow.id.desc())  # a retried kernel's newest baseline
+        .limit(1)
     )
     if not environment:
         return {}

@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 from kernel_agent.core.text import clean
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.db.models import (
+    BASELINE,
     CandidateRow,
     EvaluationRow,
     LLMCallRow,
@@ -166,6 +167,27 @@ def reopen_run(db: Database, run_id: int) -> None:
         run = session.get(RunRow, run_id)
         assert run is not None
         run.status, run.finished_at = "running", None
+
+
+def retry_kernels(db: Database, run_id: int, statuses: frozenset[str]) -> int:
+    """Set a run's kernels that ended with one of `statuses` back to pending (and the run to running), so a resume
+    runs them again. Their stored rows stay: each earlier baseline becomes a measurement (no dedup hash), so the
+    new baseline, the same source, can be stored beside it. Returns how many."""
+    with db.write() as session:
+        kernels = session.scalars(
+            select(RunKernelRow).where(RunKernelRow.run_id == run_id, RunKernelRow.status.in_(statuses))
+        ).all()
+        for kernel in kernels:
+            kernel.status, kernel.reason = "pending", ""
+            for baseline in session.scalars(
+                select(CandidateRow).where(CandidateRow.run_kernel_id == kernel.id, CandidateRow.origin == BASELINE)
+            ):
+                baseline.normalized_hash = None
+        if kernels:
+            run = session.get(RunRow, run_id)
+            assert run is not None
+            run.status, run.finished_at = "running", None
+        return len(kernels)
 
 
 def finish_run(db: Database, run_id: int, status: str, note: str = "") -> None:

@@ -59,6 +59,8 @@ class Recorder:
             for c in candidates:
                 candidate = Candidate(c.id, c.source.text if c.source else "", c.note, c.round)
                 verdict = Verdict.from_dict(c.evaluation.verdict) if c.evaluation is not None else None
+                if c.origin == BASELINE and c.normalized_hash is None:
+                    continue  # a baseline set aside by --retry: a past measurement, measured again after it
                 if c.origin == BASELINE:
                     state.baseline_id, state.baseline = c.id, verdict
                 elif c.origin == RETIME and c.parent_id is not None:  # a measurement: never an attempt or queued

@@ -255,3 +255,31 @@ def test_endpoint_down_for_good_ends_kernels_with_a_status(tmp_path: Path) -> No
     assert "Traceback" not in proc.stderr and "503" in proc.stderr
     assert query(tmp_path / "down.db", "select status, reason from run_kernels")[0][0] == "provider_failed"
     assert query(tmp_path / "down.db", "select count(*) from llm_calls where error is not null") == [(1,)]
+
+
+def test_a_kernel_refused_for_size_runs_again_with_retry_and_a_raised_budget(tmp_path: Path) -> None:
+    """The refusal says "raise it with --memory-budget GB": on resume, --retry too_large with a larger budget runs
+    the kernel again, and the refusal stays stored beside the new baseline."""
+    db, common = tmp_path / "r.db", ["--sandbox", str(tmp_path / "sb"), "--threads", "1", "--json"]
+    proc = run_cli("optimize", str(SOFTMAX), "--memory-budget", "0.1", "--db", str(db), *common)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (kernel,) = json.loads(proc.stdout)["kernels"]
+    assert kernel["status"] == "too_large" and "the --memory-budget is 0.10 GB" in kernel["reason"]
+    retry = ["--resume", "1", "--retry", "too_large"]
+    proc = run_cli("optimize", *retry, "--memory-budget", "8", "--db", str(db), *common)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "1 kernel(s) that ended too_large will run again" in " ".join(proc.stderr.split())
+    (kernel,) = json.loads(proc.stdout)["kernels"]
+    assert kernel["status"] not in ("too_large", "pending", "running"), kernel
+    baselines = query(
+        db,
+        "select e.status, e.reason from candidates c join evaluations e on e.candidate_id = c.id "
+        "where c.origin = 'baseline' order by c.id",
+    )
+    assert [status for status, _ in baselines] == ["rejected", "correct"] or baselines[1][0] == "faster", baselines
+    assert baselines[0][1].startswith("too large for this machine")
+    again = run_cli("optimize", "--resume", "1", "--retry", "too_large", "--db", str(db), *common)
+    assert again.returncode == 2 and "already completed" in again.stderr  # nothing left to retry
+    assert run_cli("optimize", str(SOFTMAX), "--retry", "too_large", "--db", str(db)).returncode == 2
+    wrong = run_cli("optimize", "--resume", "1", "--retry", "no_gain", "--db", str(db))
+    assert wrong.returncode == 2 and "--retry takes too_large or baseline_failed" in " ".join(wrong.stderr.split())

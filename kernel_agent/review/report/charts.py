@@ -186,7 +186,7 @@ def roofline_data(kernels: list[KernelRecord]) -> list[Roofline]:
     found: dict[str, Roofline] = {}
     for kernel in kernels:
         best = next((c for c in kernel.candidates if c.id == kernel.best_candidate_id), None)
-        baseline = next((c for c in kernel.candidates if c.origin == BASELINE), None)
+        baseline = next((c for c in reversed(kernel.candidates) if c.origin == BASELINE), None)  # newest: --retry
         source = best if best is not None and best.verdict.get("roofline") else baseline
         record = source.verdict.get("roofline") if source is not None else None
         if not isinstance(record, dict) or not record.get("gflops"):
