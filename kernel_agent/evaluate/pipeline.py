@@ -86,13 +86,6 @@ class EvaluationError(StatusError):
 _SIZED: dict[tuple, object] = {}
 
 
-def fits(problem: Problem, device: str, budget: int | None, host: int) -> str | None:
-    """Why the problem cannot be evaluated in the memory here (None: it fits). `budget` is the user's
-    --memory-budget in bytes (None: none given) and `host` the memory it is compared with: that budget, or the
-    host's available memory with no evaluation booked. Not cached: the host's memory is read anew each time."""
-    return refusal(problem, device, budget, sized(problem), available=host)
-
-
 def sized(problem: Problem) -> Footprint | None:
     """The problem's largest footprint, computed once per problem file (None if it cannot be built)."""
     key = (str(problem.module_path), problem.module_path.stat().st_mtime, "footprint")
@@ -176,11 +169,11 @@ class Evaluation:
     def _size(self) -> int:
         """Refuse a problem that cannot fit the memory here; decide the float64 gold; what to book of the host."""
         budget = self._budget_bytes()
-        host = budget if budget is not None else self.options.gate.idle_budget(available_bytes)
-        too_large = fits(self.problem, self.device, budget, host)
+        host = budget if budget is not None else self.options.gate.idle_budget(available_bytes)  # as if alone
+        footprint = self._footprint = sized(self.problem)
+        too_large = refusal(self.problem, self.device, budget, footprint, available=host)
         if too_large:
             raise EvaluationError("rejected", too_large)
-        footprint = self._footprint = sized(self.problem)
         self._gold_fits = footprint is None or gold_fits(footprint, host)
         if footprint is None:
             return 0
