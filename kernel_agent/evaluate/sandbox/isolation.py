@@ -299,10 +299,7 @@ def wrap(
 # makes both sides of an A/B comparison allocate alike (1.63 ms against 1.64 ms), and makes
 # freed memory reusable, so the NaN poisoning before check calls reaches outputs on CPU too.
 PINNED_MALLOC = {
-    # Huge pages for the heap where the kernel gives them (glibc 2.35+; older ones ignore it): with 4 KiB
-    # pages, two processes running the same kernel kept a 5-20% speed difference for their whole life
-    # here (physical placement); with the heap pre-faulted on huge pages, within 1-4% (benchmarks A/A).
-    "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
+    # Huge pages for the heap: asked for by the worker itself once torch is imported (worker.advise_huge_heap).
     "MALLOC_MMAP_THRESHOLD_": str(1 << 32),
     "MALLOC_TRIM_THRESHOLD_": str(1 << 32),
     "MALLOC_TOP_PAD_": str(1 << 28),
