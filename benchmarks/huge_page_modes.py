@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/huge_page_modes.py [--problems DIR ...] [--aa N] [--sandbox DIR]
 
-The workers' heaps sit on huge pages so two processes running one kernel time alike. Before 2026-12-04
+The workers' heaps sit on huge pages so two processes running one kernel time alike. Until 2026-12-03
 glibc was asked for them for the whole process (`GLIBC_TUNABLES=glibc.malloc.hugetlb=1`), so torch's
 import scattered its heap over huge pages too; now the worker asks for them itself on the heap once torch
 is imported (`worker.advise_huge_heap`). Each problem's baseline is evaluated against itself N times per
