@@ -187,4 +187,6 @@ def test_the_heap_an_evaluation_freed_goes_back_to_the_host_when_its_booking_end
     thread.join(WAIT_S * 6)
     for block in kept:
         libc.free(block)
-    assert seen["freed"] - seen["released"] > 300, seen
+    # Most of the 400 MB, not all: in a long test process some of it can come from an arena's older free space
+    # (252 MB in one full CI run); without the trim, none of it goes back.
+    assert seen["freed"] - seen["released"] > 200, seen
