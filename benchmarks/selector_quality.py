@@ -11,7 +11,9 @@ the pool.
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -21,16 +23,19 @@ from kernel_agent.db.session import open_database
 from kernel_agent.db.tuning import VariantKey
 from kernel_agent.db.writes import problem_hash, sha256
 from kernel_agent.measure.profile import fingerprint_key
+from kernel_agent.optimize.config import SearchConfig
 from kernel_agent.problem.load import load_problem
-from kernel_agent.select import report, stored
+from kernel_agent.select import abstain, report, stored
+from kernel_agent.select.base import Selector
 from kernel_agent.select.nearest import NearestShape
-from kernel_agent.select.prior import search_order
+from kernel_agent.select.prior import decision, search_order
 from kernel_agent.select.registry import selectors, skipped
 from kernel_agent.select.replay import replay
 from kernel_agent.select.score import SelectorScore, score
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = ["examples/tuning/cpp_tiled_matmul", "examples/tuning/cpp_row_softmax"]
+TIE = 0.01  # the report's tie tolerance (top-1)
 
 
 def main() -> None:
@@ -41,9 +46,11 @@ def main() -> None:
     parser.add_argument("--quick-rounds", type=int, default=2)
     parser.add_argument("--full-rounds", type=int, default=5)
     parser.add_argument("--top", type=int, default=2)
-    parser.add_argument("--abstain-k", type=int, default=2)
-    parser.add_argument("--abstain-below", type=float, default=0.5)
+    parser.add_argument("--abstain-k", type=int, default=abstain.K)
+    parser.add_argument("--abstain-below", type=float, default=abstain.BELOW)
     parser.add_argument("--no-tune", action="store_true", help="score what is stored; time nothing")
+    parser.add_argument("--rounds", type=int, default=SearchConfig.proposal_rounds, help="replayed searches' rounds")
+    parser.add_argument("--patience", type=int, default=SearchConfig.patience, help="replayed searches' patience")
     args = parser.parse_args()
     for family in args.families:
         seconds = 0.0 if args.no_tune else tune(family, args)
@@ -119,6 +126,47 @@ def print_search(problem, found, args: argparse.Namespace) -> None:  # noqa: ANN
             f"\ntotal candidates to the best: plain {total_plain}, advised {total_advised} "
             f"({total_plain / max(1, total_advised):.2f}x fewer); same best reached on "
             f"{sum(1 for _, p, a in rows if abs(p.reached - a.reached) < 1e-9)}/{len(rows)} shapes"
+        )
+    print_stopped(problem, found, args)
+
+
+def print_stopped(problem, found, args: argparse.Namespace) -> None:  # noqa: ANN001
+    """The same searches stopped as `optimize` stops them, and the trusted selectors (time the decision, stop):
+    what a user pays (candidates timed) and gets (the best reached), per held-out shape."""
+    shapes = [s for s in found.sets.heldout if found.table.times.get(s)]
+    stop = {"rounds": args.rounds, "patience": args.patience}
+    arms: dict[str, list] = {"plain": [replay(problem, found.table, [s], [], **stop) for s in shapes]}
+    for base in selectors(analytical=True):
+        if not isinstance(base, Selector) or base.name == "default":
+            continue
+        base.fit(found.table.subset(found.sets.train), found.context)
+        if base.name == "nearest":
+            arms["nearest order"] = [replay(problem, found.table, [s], search_order(base, [s]), **stop) for s in shapes]
+        arms[f"{base.name} trusted"] = [
+            replay(problem, found.table, [s], decision(base, [s]), only_first=True, **stop) for s in shapes
+        ]
+    print(
+        f"\nThe same searches stopped as `optimize` stops them (--rounds {args.rounds} --patience {args.patience}, "
+        f"4 a round), and trusting a selector (`--trust-selector`: its pick, or its top {abstain.K} where its "
+        f"confidence is under {abstain.BELOW}, then stop). Cells: candidates timed / best speedup reached:\n"
+    )
+    names = list(arms)
+    print("| shape | best | " + " | ".join(names) + " |")
+    print("|---|---|" + "---|" * len(names))
+    for i, shape in enumerate(shapes):
+        cells = " | ".join(f"{arms[n][i].timed} / {arms[n][i].reached:.3f}" for n in names)
+        print(f"| {list(shape)} | {arms['plain'][i].best_speedup:.3f} | {cells} |")
+    plain_timed = sum(c.timed for c in arms["plain"])
+    print()
+    for name in names:
+        counts = arms[name]
+        timed = sum(c.timed for c in counts)
+        same = sum(1 for c, p in zip(counts, arms["plain"]) if c.reached >= p.reached * (1 - TIE))
+        efficiency = math.exp(statistics.fmean(math.log(c.reached / c.best_speedup) for c in counts))
+        print(
+            f"- {name}: {timed} timed ({plain_timed / max(1, timed):.2f}x fewer than plain); at least the plain "
+            f"search's best (within {TIE:.0%}) on {same}/{len(counts)} shapes; reached / pool's best, geomean "
+            f"{efficiency:.3f}, worst {min(c.reached / c.best_speedup for c in counts):.3f}"
         )
 
 

@@ -191,8 +191,12 @@ def advised_search(database, plan: RunPlan, spec: KernelSpec, problem):  # noqa:
     evaluation = spec.evaluation(plan.evaluation)
     threads = evaluation.threads or os.cpu_count() or 1
     advice = advise(database, problem, run_device(problem, evaluation.device), threads, plan.search.selector)
+    trusted = plan.search.trust_selector and bool(advice.configs)
     if advice.note:
-        stderr.print(f"{problem.name}: {advice.note}", markup=False, highlight=False, soft_wrap=True)
+        note = f"{advice.note}; --trust-selector: only those, no climb" if trusted else advice.note
+        stderr.print(f"{problem.name}: {note}", markup=False, highlight=False, soft_wrap=True)
+    if trusted:
+        return SearchProvider(first=advice.decision, only_first=True)
     return SearchProvider(first=advice.configs)
 
 

@@ -11,6 +11,7 @@ import typer
 
 from kernel_agent.cli.common import EXIT_OK, fail, stderr, stdout
 from kernel_agent.cli.options import DB, json_option, open_db
+from kernel_agent.select import abstain
 
 app = typer.Typer(help="Per-shape config selectors, scored on stored ground truth.", rich_markup_mode=None)
 
@@ -26,8 +27,10 @@ def report_command(
     ),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda: the device it was tuned on."),
     dtype: str | None = typer.Option(None, "--dtype", help="The tuned dtype (default: the problem's first)."),
-    abstain_k: int = typer.Option(2, "--abstain-k", min=1, help="Configs timed when a selector abstains."),
-    abstain_below: float = typer.Option(0.5, "--abstain-below", help="Confidence under which a selector abstains."),
+    abstain_k: int = typer.Option(abstain.K, "--abstain-k", min=1, help="Configs timed when a selector abstains."),
+    abstain_below: float = typer.Option(
+        abstain.BELOW, "--abstain-below", help="Confidence under which a selector abstains."
+    ),
     db: str = DB,
     json_output: bool = json_option("one JSON object: every selector's score and its per-shape picks"),
 ) -> None:

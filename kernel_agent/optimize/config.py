@@ -26,6 +26,7 @@ from kernel_agent.core.config import (
     option,
     to_json,
 )
+from kernel_agent.select import abstain
 
 PLAN_FORMAT = 2
 
@@ -58,6 +59,12 @@ class SearchConfig:
         help="With --provider search: which configs to time first, from a selector fitted on the rows "
         "`kernel-agent tune` stored for the kernel's baseline on this device (auto: nearest shape when there are "
         "any, else none).",
+    )
+    trust_selector: bool = option(
+        False,
+        flag="--trust-selector/--no-trust-selector",
+        help="With a selector's advice: time only its decision (its pick for each benchmark shape, or its top "
+        f"{abstain.K} where it is unsure) and stop there, with no hill climb after.",
     )
 
 

@@ -51,10 +51,12 @@ class SearchProvider:
         False  # it times tunables; the operator breakdown would cost a second per accepted candidate for nothing
     )
 
-    def __init__(self, first: Iterable[dict[str, Value]] = ()) -> None:
+    def __init__(self, first: Iterable[dict[str, Value]] = (), only_first: bool = False) -> None:
         # Configs to time before the hill climb, best first: a selector's picks for the problem's benchmark
         # shapes (kernel_agent.select.prior.search_order). Off-grid or unknown names are dropped.
+        # only_first: time those and stop, no climb (a trusted selector's decision, select.prior.decision).
         self.first = list(first)
+        self.only_first = only_first
 
     def propose(self, context: ProposalContext) -> ProposalBatch:
         space = _Space.of(context.problem.tunables)
@@ -65,7 +67,8 @@ class SearchProvider:
         tried = {start, *outcomes, *_readable_configs((p.source for p in context.parents), space.names)}
         votes = _direction_votes(outcomes, space)
         prior = [space.snap(c) for c in _prior_configs(self.first, space)]
-        ranked = _untried(itertools.chain(prior, _ordered_points(space, space.snap(start), votes)), space, tried)
+        climb = [] if self.only_first else _ordered_points(space, space.snap(start), votes)
+        ranked = _untried(itertools.chain(prior, climb), space, tried)
         chosen = list(itertools.islice(ranked, max(context.samples, 0)))
         exhausted = not chosen and next(ranked, None) is None
         return ProposalBatch(proposals=[_proposal(start_source, space.named(c)) for c in chosen], exhausted=exhausted)

@@ -10,12 +10,14 @@ from kernel_agent.select.base import Pick, Selector
 from kernel_agent.tune.records import Shape
 
 Timer = Callable[[Shape, list[str]], dict[str, float]]  # shape, configs -> the times of those that ran
+K = 2  # configs timed when unsure
+BELOW = 0.5  # the confidence under which a selector is unsure
 
 
 class Abstaining:
     """Wraps a fitted selector; `timer` times configs (the sandbox in use, the stored rows when scoring)."""
 
-    def __init__(self, base: Selector, k: int = 3, threshold: float = 0.5) -> None:
+    def __init__(self, base: Selector, k: int = K, threshold: float = BELOW) -> None:
         self.base, self.k, self.threshold = base, k, threshold
         self.name = f"{base.name}+abstain(k={k},<{threshold:g})"
 
@@ -23,11 +25,15 @@ class Abstaining:
     def seen_shapes(self) -> set[Shape]:
         return self.base.seen_shapes
 
+    def to_time(self, pick: Pick) -> list[str]:
+        """What deciding costs: nothing for a confident pick (a search times it once), else the top k."""
+        return [] if pick.confidence >= self.threshold else list(pick.ranking[: self.k])
+
     def select(self, shape: Shape, timer: Timer) -> Pick:
         pick = self.base.select(shape)
-        if pick.confidence >= self.threshold:
+        top = self.to_time(pick)
+        if not top:
             return pick
-        top = list(pick.ranking[: self.k])
         times = timer(shape, top)
         if not times:
             return replace(pick, timed=tuple(top), abstained=True)

@@ -17,10 +17,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Advice:
-    """The configs to time first, best first, and one line saying where they came from (or why there are none)."""
+    """The configs to time first, best first, and one line saying where they came from (or why there are none);
+    `decision` is the part of them that trusting the selector times (`optimize --trust-selector`)."""
 
     configs: list[Config] = field(default_factory=list)
     note: str = ""
+    decision: list[Config] = field(default_factory=list)
 
 
 def advise(db: Database, problem: Problem, device: str, threads: int, choice: SelectorChoice) -> Advice:
@@ -31,7 +33,7 @@ def advise(db: Database, problem: Problem, device: str, threads: int, choice: Se
     from kernel_agent.db.writes import problem_hash, sha256
     from kernel_agent.measure.profile import fingerprint_key
     from kernel_agent.select import stored
-    from kernel_agent.select.prior import search_order
+    from kernel_agent.select.prior import decision, search_order
 
     key = VariantKey(
         problem.name, problem_hash(problem), sha256(problem.baseline_source), fingerprint_key(device, threads),
@@ -49,13 +51,13 @@ def advise(db: Database, problem: Problem, device: str, threads: int, choice: Se
         return Advice(note="--selector lightgbm: lightgbm is not installed (pip install 'kernel-agent[select]'): "
                       "plain search")  # fmt: skip
     selector.fit(found.table, found.context)
-    configs = search_order(selector, [tuple(shape) for shape in problem.shapes])
-    shapes = len(found.table.shapes)
+    benchmark = [tuple(shape) for shape in problem.shapes]
+    configs, decided = search_order(selector, benchmark), decision(selector, benchmark)
     note = (
-        f"search order from the {selector.name} selector, fitted on the tuning rows of {shapes} shape(s) "
-        f"on this device: {len(configs)} config(s) first"
+        f"search order from the {selector.name} selector, fitted on the tuning rows of {len(found.table.shapes)} "
+        f"shape(s) on this device: {len(configs)} config(s) first, {len(decided)} of them its decision"
     )
-    return Advice(configs, note)
+    return Advice(configs, note, decided)
 
 
 def _selector(choice: SelectorChoice):  # noqa: ANN202 - a Selector, imported late (lightgbm is optional)

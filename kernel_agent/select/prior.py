@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from kernel_agent.select import abstain
+from kernel_agent.select.abstain import Abstaining
 from kernel_agent.select.base import Selector
-from kernel_agent.tune.records import Config, Shape, parse_config
+from kernel_agent.tune.records import Config, Shape, config_key, parse_config
 
 
 def search_order(selector: Selector, shapes: list[Shape], limit: int | None = None) -> list[Config]:
@@ -21,3 +23,14 @@ def search_order(selector: Selector, shapes: list[Shape], limit: int | None = No
     rest = sorted((k for k in rank if k not in picks), key=lambda k: (rank[k], k))
     ordered = sorted(picks, key=lambda k: (rank[k], k)) + rest
     return [parse_config(k) for k in ordered[:limit]]
+
+
+def decision(selector: Selector, shapes: list[Shape], k: int = abstain.K, below: float = abstain.BELOW) -> list[Config]:
+    """What trusting the selector times, in `search_order`: each shape's confident pick, or its top k where the
+    selector is unsure (the abstain rule). A search that stops after these times a handful, not the climb."""
+    rule = Abstaining(selector, k, below)
+    wanted: set[str] = set()
+    for shape in shapes:
+        pick = selector.select(shape)
+        wanted.update(rule.to_time(pick) or [pick.config])
+    return [config for config in search_order(selector, shapes) if config_key(config) in wanted]

@@ -3,6 +3,7 @@ lightgbm is installed (`pip install 'kernel-agent[select]'`)."""
 
 from __future__ import annotations
 
+from kernel_agent.select import abstain
 from kernel_agent.select.abstain import Abstaining
 from kernel_agent.select.analytical import Analytical
 from kernel_agent.select.base import Selector
@@ -11,7 +12,9 @@ from kernel_agent.select.nearest import NearestShape
 from kernel_agent.select.ranker import Ranker, available
 
 
-def selectors(abstain_k: int = 2, abstain_below: float = 0.5, analytical: bool = True) -> list[Selector | Abstaining]:
+def selectors(
+    abstain_k: int = abstain.K, abstain_below: float = abstain.BELOW, analytical: bool = True
+) -> list[Selector | Abstaining]:
     bases: list[type[Selector]] = [NearestShape]
     if analytical:
         bases.insert(0, Analytical)

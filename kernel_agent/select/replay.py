@@ -19,9 +19,10 @@ SAMPLES = 4  # candidates per round, optimize's default
 
 @dataclass(frozen=True)
 class SearchCount:
-    best_speedup: float  # over the default config, geomean over the target shapes
-    reached: float  # the best speedup this search found
-    candidates: int | None  # timed candidates until it reached the best (None: never)
+    best_speedup: float  # the pool's best over the default config, geomean over the target shapes
+    reached: float  # the best speedup this search found before it stopped
+    candidates: int | None  # timed candidates until it reached the pool's best (None: never; 0: the default is)
+    timed: int  # candidates it timed before it stopped
 
 
 def speedup(table: GroundTruth, shapes: list[Shape], config: Config) -> float | None:
@@ -36,20 +37,31 @@ def speedup(table: GroundTruth, shapes: list[Shape], config: Config) -> float | 
 
 
 def replay(
-    problem: Problem, table: GroundTruth, shapes: list[Shape], first: list[Config], limit: int = 200
+    problem: Problem,
+    table: GroundTruth,
+    shapes: list[Shape],
+    first: list[Config],
+    *,
+    only_first: bool = False,
+    rounds: int = 200,
+    patience: int | None = None,
 ) -> SearchCount:
+    """Run the search provider on stored times. With `patience`, it stops as `optimize` does (rounds spent,
+    `patience` rounds in a row without a faster config, or nothing left to propose); without, at the pool's best."""
     names = list(problem.tunables)
     values = [s for c in table.pool if (s := speedup(table, shapes, parse_config(c))) is not None]
     best = max(values) if values else 1.0
-    provider, history, parents = SearchProvider(first), [], []
-    found, reached_at = 1.0, (0 if best <= 1.0 else None)  # the default is the baseline: never a candidate
-    if reached_at == 0:
-        return SearchCount(best, found, 0)
-    for round_index in range(1, limit):
+    provider, history, parents = SearchProvider(first, only_first), [], []
+    found, idle = 1.0, 0
+    reached_at = 0 if best <= 1.0 else None  # the default is the baseline: never a candidate
+    for round_index in range(1, rounds + 1):
+        if patience is None and reached_at is not None:
+            break
         context = ProposalContext(problem, problem.baseline_source, parents, history, {}, round_index, SAMPLES, "cpu")
         batch = provider.propose(context)
         if not batch.proposals:
             break
+        improved = False
         for proposal in batch.proposals:
             config = read_config(proposal.source, names)
             value = speedup(table, shapes, config)  # the stored time: a replay, not a measurement
@@ -57,10 +69,10 @@ def replay(
             attempt = Attempt(len(history) + 1, proposal.source, status, "", value, round=round_index)
             history.append(attempt)
             if value is not None and value > found:
-                found = value
-                parents = [attempt]
+                found, parents, improved = value, [attempt], True
             if reached_at is None and found >= best * (1 - 1e-9):
                 reached_at = len(history)
-        if reached_at is not None:
+        idle = 0 if improved else idle + 1
+        if patience is not None and idle >= patience:
             break
-    return SearchCount(best, found, reached_at)
+    return SearchCount(best, found, reached_at, len(history))

@@ -48,7 +48,8 @@ def test_the_nearest_tuned_shape_orders_the_search(tmp_path: Path) -> None:
     db, problem = stored_db(tmp_path)
     advice = advise(db, problem, "cpu", 1, SelectorChoice.AUTO)
     assert advice.configs[0] == WINNER, advice
-    assert "nearest selector" in advice.note and "3 shape(s)" in advice.note
+    assert advice.decision == [WINNER]  # best at two of the three nearest tuned shapes: confident
+    assert "nearest selector" in advice.note and "3 shape(s)" in advice.note and "1 of them its decision" in advice.note
     context = ProposalContext(problem, problem.baseline_source, [], [], {}, 1, 4, "cpu")
     names = list(problem.tunables)
     advised = [read_config(p.source, names) for p in SearchProvider(first=advice.configs).propose(context).proposals]
@@ -75,5 +76,9 @@ def test_optimize_gives_each_kernel_its_own_advised_search(tmp_path: Path) -> No
     spec = KernelSpec(str(PROBLEM))
     plan = RunPlan(kernels=[spec], evaluation=EvalConfig(threads=1))
     assert build_providers(db, plan, [(spec, problem)])[problem.name].first[0] == WINNER
-    plan.search = SearchConfig(selector=SelectorChoice.NONE)
-    assert build_providers(db, plan, [(spec, problem)])[problem.name].first == []
+    plan.search = SearchConfig(trust_selector=True)
+    trusting = build_providers(db, plan, [(spec, problem)])[problem.name]
+    assert trusting.first == [WINNER] and trusting.only_first
+    plan.search = SearchConfig(selector=SelectorChoice.NONE, trust_selector=True)  # no advice: nothing to trust
+    plain = build_providers(db, plan, [(spec, problem)])[problem.name]
+    assert plain.first == [] and not plain.only_first
