@@ -36,6 +36,7 @@ from kernel_agent.select.score import SelectorScore, score
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = ["examples/tuning/cpp_tiled_matmul", "examples/tuning/cpp_row_softmax"]
 TIE = 0.01  # the report's tie tolerance (top-1)
+SWEEP = (3, 4)  # trusted nearest with its top k on every shape
 
 
 def main() -> None:
@@ -145,6 +146,12 @@ def print_stopped(problem, found, args: argparse.Namespace) -> None:  # noqa: AN
         arms[f"{base.name} trusted"] = [
             replay(problem, found.table, [s], decision(base, [s]), only_first=True, **stop) for s in shapes
         ]
+        if base.name == "nearest":  # the price of more certainty: its top k on every shape, however sure
+            for k in SWEEP:
+                arms[f"nearest top {k}"] = [
+                    replay(problem, found.table, [s], decision(base, [s], k, 1.01), only_first=True, **stop)
+                    for s in shapes
+                ]
     print(
         f"\nThe same searches stopped as `optimize` stops them (--rounds {args.rounds} --patience {args.patience}, "
         f"4 a round), and trusting a selector (`--trust-selector`: its pick, or its top {abstain.K} where its "
