@@ -46,6 +46,13 @@ def module_literals(source: str, names: tuple[str, ...]) -> dict[str, Any]:
     return values
 
 
+def shape_names(problem_source: str) -> tuple[str, ...]:
+    """The problem's SHAPE_NAMES literal (the names a caller's shape dict uses), else d0, d1, ... (up to 8), as
+    `tune.space.shape_sets` names them."""
+    names = module_literals(problem_source, ("SHAPE_NAMES",)).get("SHAPE_NAMES")
+    return tuple(str(n) for n in names) if isinstance(names, (list, tuple)) else tuple(f"d{i}" for i in range(8))
+
+
 RUNTIME = Path(__file__).with_name("runtime")
 TEMPLATES = Path(__file__).with_name("templates")
 # Where a runtime file lands in the exported folder when not in the package's _runtime/ subpackage.

@@ -27,6 +27,7 @@ from kernel_agent.evaluate.backends.lint import module_string_literal
 from kernel_agent.export import files
 from kernel_agent.export.runtime.dispatch import force_variable
 from kernel_agent.export.tuned import write_table
+from kernel_agent.propose.tunables import TunableError, apply_config
 
 BACKENDS = ("cpu", "cuda")  # always written: a device without a winner gets a variant that runs the references
 METADATA = "metadata.json"
@@ -54,6 +55,8 @@ class TableEntry:
     fallback: dict[str, str] = field(default_factory=dict)
     candidates: dict[str, list[int]] = field(default_factory=dict)
     default_config: dict[str, Any] = field(default_factory=dict)
+    shape_names: list[str] = field(default_factory=list)  # the tuned tables' names for a shape's sizes
+    configured: dict[str, list[list[Any]]] = field(default_factory=dict)  # device -> [[config, module], ...]
     summary: str = ""
     bench_shape: tuple[int, ...] = ()
     bench_dtype: str = "float32"
@@ -119,6 +122,24 @@ def module_name(k: files.ExportedKernel) -> str:
     return f"_kernel_{k.name}_{backend_of(k)}"
 
 
+def configured(k: files.ExportedKernel) -> list[tuple[dict[str, Any], str, str]]:
+    """The winner's source once per config its tuned tables pick other than its own: (config, module, source).
+    The package runs the one tuned for a call's shape (runtime/dispatch.py). A config whose values cannot be
+    written into the source (a rewrite that renamed a tunable) is left out: those shapes run the winner as is."""
+    found: list[tuple[dict[str, Any], str, str]] = []
+    for table in k.tuned:
+        for entry in table.configs:
+            config = dict(entry.config)
+            if config == dict(table.default) or any(config == seen for seen, _, _ in found):
+                continue
+            try:
+                source = apply_config(k.source, config)
+            except TunableError:
+                continue
+            found.append((config, f"{module_name(k)}_config{len(found)}", source))
+    return found
+
+
 def first_shape(reference_source: str, interpreted: bool) -> tuple[int, ...]:
     """The benchmark shape: the problem's first SHAPES entry (its first CHECK_SHAPES one under the interpreter)."""
     values = files.module_literals(reference_source, ("SHAPES", "CHECK_SHAPES"))
@@ -155,6 +176,8 @@ def entries(winners: dict[str, list[files.ExportedKernel]], backends: list[str] 
                 row.requires_env["TRITON_INTERPRET"] = "1"
             if k.tuned:
                 row.default_config = dict(k.tuned[0].default)
+                row.shape_names = list(files.shape_names(first.reference_source))
+                row.configured[k.device] = [[config, module] for config, module, _ in configured(k)]
         timed = [k for k in found if k.speedup is not None and (backends is None or backend_of(k) in backends)]
         row.summary = ", ".join(f"{k.speedup:.2f}x on {k.device_name}" for k in timed) or "reference only here"
         shown = next((k for k in found if backends is None or backend_of(k) in backends), first)
@@ -215,6 +238,11 @@ def write_tree(
             )
             for tuned in k.tuned:
                 write_table(folder / "tuned", k.name, tuned)
+            for config, module, source in configured(k):
+                (folder / f"{module}.py").write_text(
+                    f"# {k.problem}: candidate {k.candidate_id} of run {k.run_id} with its tuned config {config}, "
+                    f"exported by kernel-agent\n" + source
+                )
     return table
 
 

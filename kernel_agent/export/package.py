@@ -226,7 +226,7 @@ def tuned_tables(db: Database, kernel: rq.KernelRecord, c: rq.CandidateRecord) -
         key = next((k for k in here if k.variant_hash == variant), None)
         if key is None:
             continue
-        best = tuned_configs(db, key, shape_names(kernel.reference_source))
+        best = tuned_configs(db, key, files.shape_names(kernel.reference_source))
         if not best:
             continue
         try:
@@ -235,13 +235,6 @@ def tuned_tables(db: Database, kernel: rq.KernelRecord, c: rq.CandidateRecord) -
             continue  # a rewrite that no longer declares the tuned names: the table is not its own
         return [TunedTable(c.device_name, default, [TunedConfig(t.shape, t.config) for t in best])]
     return []
-
-
-def shape_names(problem_source: str) -> tuple[str, ...]:
-    """The problem's SHAPE_NAMES literal (the names a caller's shape dict uses), else d0, d1, ... (up to 8), as
-    `tune.space.shape_sets` names them."""
-    names = files.module_literals(problem_source, ("SHAPE_NAMES",)).get("SHAPE_NAMES")
-    return tuple(str(n) for n in names) if isinstance(names, (list, tuple)) else tuple(f"d{i}" for i in range(8))
 
 
 def losses(k: files.ExportedKernel) -> list[str]:

@@ -205,6 +205,7 @@ def _load_native(folder: Path) -> Problem:
     for text_field in ("NAME", "DESCRIPTION"):
         if text_field in vars(module) and not isinstance(vars(module)[text_field], str):
             raise ProblemError(f"{problem_file}: {text_field} must be a string")
+    _check_shape_of(module, (check_shapes or shapes)[:3], dtypes[0], problem_file)
     return Problem(
         name=getattr(module, "NAME", folder.name),
         kind="native",
@@ -222,6 +223,29 @@ def _load_native(folder: Path) -> Problem:
         description=getattr(module, "DESCRIPTION", ""),
         module=module,
     )
+
+
+def _check_shape_of(module: types.ModuleType, shapes: list[Shape], dtype: str, path: Path) -> None:
+    """The optional `shape_of(*inputs)`, the inverse of make_inputs, lets an exported kernel pick its tuned config
+    per call; a wrong one would pick configs for the wrong shape, so it must give back the shapes it is given."""
+    shape_of = getattr(module, "shape_of", None)
+    if shape_of is None:
+        return
+    if not callable(shape_of):
+        raise ProblemError(f"{path}: shape_of must be a function of make_inputs' tensors returning the shape")
+    for shape in shapes:
+        try:
+            inputs = module.make_inputs(shape, torch_dtype(dtype), "cpu", seeded_generator(0))
+        except Exception:  # inputs this machine cannot make (a device-only op): nothing to check against
+            return
+        try:
+            got = tuple(int(v) for v in shape_of(*inputs))
+        except Exception as exc:
+            raise ProblemError(
+                f"{path}: shape_of(*make_inputs({list(shape)})) failed: {type(exc).__name__}: {exc}"
+            ) from None
+        if got != tuple(shape):
+            raise ProblemError(f"{path}: shape_of(*make_inputs({list(shape)})) gave {list(got)}, not {list(shape)}")
 
 
 def _load_kernelbench(file: Path) -> Problem:

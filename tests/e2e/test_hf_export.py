@@ -201,6 +201,31 @@ def test_the_stored_tuning_table_ships_and_the_nearest_tuned_shape_wins(exported
     assert seen["untuned"] == {}  # no table for the PyTorch winner: its (empty) default
 
 
+def test_each_call_runs_the_winner_compiled_with_the_config_tuned_for_its_shape(exported: dict) -> None:
+    """The package ships the C++ winner once per tuned config (its own, ROW_BLOCK 16 THREADS 2, is neither) and
+    each call runs the one of the nearest tuned shape, verified here against torch's softmax; a call away from
+    every tuned shape is still nearest one of them, and the reference path runs no config at all."""
+    script = LOAD.format(out=str(exported["out"])) + (
+        "seen = []\n"
+        "for shape in ((900, 1100), (32, 16384), (1000, 1000)):\n"
+        "    x = torch.randn(*shape, generator=torch.Generator().manual_seed(2))\n"
+        "    gold = torch.softmax(x.double(), -1)\n"
+        "    torch.testing.assert_close(k.cpp_softmax(x).double(), gold, rtol=1e-4, atol=1e-6)\n"
+        "    seen.append([k.last_path('cpp_softmax'), k.last_config('cpp_softmax')])\n"
+        "k.cpp_softmax(torch.randn(4, 4, dtype=torch.float64))\n"
+        "seen.append([k.last_path('cpp_softmax'), k.last_config('cpp_softmax')])\n"
+        "spec = k.KERNELS['cpp_softmax']\n"
+        "print(json.dumps({'seen': seen, 'configured': spec['configured'], 'default': spec['default_config']}))\n"
+    )
+    seen = probe(exported, script)
+    assert seen["default"] == {"THREADS": 2, "ROW_BLOCK": 16}, seen
+    shipped = sorted(json.dumps(c, sort_keys=True) for c, _ in seen["configured"]["cpu"])
+    assert shipped == sorted(json.dumps(c, sort_keys=True) for c in TUNED.values()), seen
+    big, long = TUNED[(1000, 1000)], TUNED[(64, 8192)]
+    assert seen["seen"][:3] == [["optimized", big], ["optimized", long], ["optimized", big]], seen
+    assert seen["seen"][3] == ["reference", None]  # float64 was never verified: the reference, no config
+
+
 def test_metadata_digest_and_build_toml_pass_the_formats_own_checks(exported: dict) -> None:
     script = (
         "import json\nfrom pathlib import Path\n"

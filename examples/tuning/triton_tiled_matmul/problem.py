@@ -67,6 +67,11 @@ def make_inputs(shape, dtype, device, generator):
     return a, b
 
 
+# The inverse of make_inputs: an exported kernel picks its tuned config by the shape of each call.
+def shape_of(a, b):
+    return (a.shape[0], b.shape[1], a.shape[1])
+
+
 def flops(shape):
     m, n, k = shape
     return 2 * m * n * k

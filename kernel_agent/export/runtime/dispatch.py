@@ -11,10 +11,13 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Iterable
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import torch
+
+from .tuned import config_for, current_device_name
 
 OPTIMIZED, REFERENCE = "optimized", "reference"
 _REGISTRIES: dict[str, Registry] = {}
@@ -53,11 +56,13 @@ class Registry:
     verified under `TRITON_INTERPRET=1` runs on a CPU only under it).
     """
 
-    def __init__(self, package: str, kernels: dict[str, dict[str, Any]]) -> None:
+    def __init__(self, package: str, kernels: dict[str, dict[str, Any]], tuned: Path | None = None) -> None:
         self.package = package
         self.kernels = kernels
+        self.tuned = tuned  # the folder of per-shape config tables (runtime/tuned.py), if the package has one
         self.force_env = force_variable(package)
         self._last: dict[str, str] = {}
+        self._configs: dict[str, dict[str, Any] | None] = {}
         _REGISTRIES[package] = self
 
     def forced_reference(self) -> bool:
@@ -92,13 +97,34 @@ class Registry:
         module = spec.get("modules", {}).get(device, spec["module"])
         return importlib.import_module(f"{self.package}.{module}")
 
+    def last_config(self, kernel: str) -> dict[str, Any] | None:
+        """The tuned config the last optimized call of `kernel` ran with; None when it ran the winner as exported."""
+        return self._configs.get(kernel)
+
+    def configured(self, kernel: str, device: str, args: tuple, kwargs: dict[str, Any]) -> ModuleType | None:
+        """The winner compiled with the config tuned for this call's shape (the nearest tuned one), when the
+        package ships one for `device` and the problem says how to read a shape from its inputs (`shape_of`)."""
+        spec = self.kernels[kernel]
+        variants = spec.get("configured", {}).get(device)
+        shape_of = getattr(self.load(kernel, REFERENCE), "shape_of", None) if variants and self.tuned else None
+        if shape_of is None:
+            return None
+        shape = dict(zip(spec["shape_names"], (int(v) for v in shape_of(*args, **kwargs))))
+        config = config_for(self.tuned, kernel, current_device_name(device), shape, spec["default_config"])
+        module = next((name for wanted, name in variants if wanted == config), None)
+        self._configs[kernel] = config if module else None
+        return importlib.import_module(f"{self.package}.{module}") if module else None
+
     def call(self, kernel: str, args: tuple, kwargs: dict[str, Any]) -> Any:
         """Run the chosen implementation with the caller's arguments; its result (a tensor, a tuple)
-        is returned as it is."""
+        is returned as it is. An optimized call runs the variant tuned for its shape when there is one."""
         path = self.choose(kernel, args, kwargs)
-        module = self.load(kernel, path, signature([*args, *kwargs.values()])[0])
-        function = module.kernel if path == OPTIMIZED else module.reference
-        return function(*args, **kwargs)
+        device = signature([*args, *kwargs.values()])[0]
+        self._configs[kernel] = None
+        if path == OPTIMIZED:
+            module = self.configured(kernel, device, args, kwargs) or self.load(kernel, path, device)
+            return module.kernel(*args, **kwargs)
+        return self.load(kernel, path, device).reference(*args, **kwargs)
 
     # One registry per package: a copied, deep-copied or unpickled DispatchModule reports to the same last_path().
     def __reduce__(self) -> tuple[Any, tuple[str]]:

@@ -9,6 +9,7 @@ files and each machine reads its own. No file for this device, or an empty table
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -34,6 +35,7 @@ def cpu_name() -> str:
     return f"{name} ({os.cpu_count()} cores)"
 
 
+@functools.lru_cache(maxsize=8)
 def current_device_name(device: str) -> str:
     if device == "cuda":
         import torch
@@ -69,8 +71,13 @@ def config_for(
     folder: Path, kernel: str, device_name: str, shape: dict[str, int], default: dict[str, Any]
 ) -> dict[str, Any]:
     """The tuned config for `shape` on `device_name` from its table file; `default` without one."""
-    path = table_file(folder, kernel, device_name)
-    if not path.is_file():
+    table = read_table(table_file(folder, kernel, device_name))
+    if table is None:
         return dict(default)
-    table = json.loads(path.read_text())
     return nearest(table.get("configs", []), shape, table.get("default", default))
+
+
+@functools.lru_cache(maxsize=64)
+def read_table(path: Path) -> dict[str, Any] | None:
+    """A table file's contents, read once per process: a dispatching kernel looks it up on every call."""
+    return json.loads(path.read_text()) if path.is_file() else None

@@ -205,3 +205,32 @@ def test_copies_report_to_the_same_registry(package: str, monkeypatch: pytest.Mo
             other(torch.randn(1, 4))
             assert registry.last_path("mlp") == "reference"
             monkeypatch.delenv(registry.force_env)
+
+
+def test_a_call_runs_the_variant_tuned_for_its_shape(package: str, tmp_path: Path) -> None:
+    """The nearest tuned shape's config picks the module compiled with it; the winner's own config (the default)
+    and a reference without `shape_of` run the winner as exported."""
+    import json
+
+    from kernel_agent.export.runtime.tuned import cpu_name, table_file
+
+    folder = tmp_path / package
+    (folder / "_kernel_add_config0.py").write_text(KERNEL)
+    (folder / "_reference_add.py").write_text(REFERENCE + "\ndef shape_of(x, scale=1.0):\n    return tuple(x.shape)\n")
+    entries = [{"shape": {"n": 4}, "config": {"S": 2}}, {"shape": {"n": 1000}, "config": {"S": 1}}]
+    tuned = folder / "tuned"
+    tuned.mkdir()
+    table_file(tuned, "add", cpu_name()).write_text(json.dumps({"default": {"S": 1}, "configs": entries}))
+    spec = table("add")
+    spec["add"] |= {
+        "default_config": {"S": 1},
+        "shape_names": ["n"],
+        "configured": {"cpu": [[{"S": 2}, "_kernel_add_config0"]]},
+    }
+    registry = Registry(package, spec, tuned)
+    registry.call("add", (torch.ones(5),), {})
+    assert registry.last_config("add") == {"S": 2}
+    assert len(sys.modules[f"{package}._kernel_add_config0"].CALLS) == 1 and calls(package, "add", "optimized") == []
+    registry.call("add", (torch.ones(800),), {})
+    assert registry.last_config("add") is None and len(calls(package, "add", "optimized")) == 1
+    assert Registry(package, spec).configured("add", "cpu", (torch.ones(5),), {}) is None  # no tables: no variants

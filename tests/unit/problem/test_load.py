@@ -54,6 +54,17 @@ def test_fixture_problem_loads_with_defaults() -> None:
         (GOOD + "INPUT_DISTRIBUTIONS = ['cauchy']\n", "unknown entry 'cauchy'"),
         (GOOD + "NAME = 7\n", "NAME must be a string"),
         ("def reference(x) return x\n", "failed to import"),
+        (GOOD.replace("pass", "return (1,)") + "shape_of = 3\n", "shape_of must be a function"),
+        (
+            "import torch\ndef reference(x): return x\nSHAPES = [(4, 6)]\n"
+            "def make_inputs(s, d, v, g): return (torch.zeros(*s),)\ndef shape_of(x): return x.shape[::-1]\n",
+            "shape_of(*make_inputs([4, 6])) gave [6, 4], not [4, 6]",
+        ),
+        (
+            "import torch\ndef reference(x): return x\nSHAPES = [(4, 6)]\n"
+            "def make_inputs(s, d, v, g): return (torch.zeros(*s),)\ndef shape_of(x, y): return x.shape\n",
+            "shape_of(*make_inputs([4, 6])) failed: TypeError",
+        ),
     ],
 )
 def test_malformed_problems_give_one_line(tmp_path: Path, source: str, needle: str) -> None:
