@@ -20,6 +20,7 @@ import torch
 from .tuned import config_for, current_device_name
 
 OPTIMIZED, REFERENCE = "optimized", "reference"
+PICKS_KEPT = 4096  # per-shape config picks remembered per package, then forgotten all at once
 _REGISTRIES: dict[str, Registry] = {}
 
 
@@ -63,6 +64,7 @@ class Registry:
         self.force_env = force_variable(package)
         self._last: dict[str, str] = {}
         self._configs: dict[str, dict[str, Any] | None] = {}
+        self._picked: dict[tuple[str, str, tuple[int, ...]], tuple[dict[str, Any] | None, ModuleType | None]] = {}
         _REGISTRIES[package] = self
 
     def forced_reference(self) -> bool:
@@ -103,17 +105,25 @@ class Registry:
 
     def configured(self, kernel: str, device: str, args: tuple, kwargs: dict[str, Any]) -> ModuleType | None:
         """The winner compiled with the config tuned for this call's shape (the nearest tuned one), when the
-        package ships one for `device` and the problem says how to read a shape from its inputs (`shape_of`)."""
+        package ships one for `device` and the problem says how to read a shape from its inputs (`shape_of`).
+        Picks are remembered per shape: a lookup costs a call to shape_of and a dict hit."""
         spec = self.kernels[kernel]
         variants = spec.get("configured", {}).get(device)
         shape_of = getattr(self.load(kernel, REFERENCE), "shape_of", None) if variants and self.tuned else None
         if shape_of is None:
             return None
-        shape = dict(zip(spec["shape_names"], (int(v) for v in shape_of(*args, **kwargs))))
-        config = config_for(self.tuned, kernel, current_device_name(device), shape, spec["default_config"])
-        module = next((name for wanted, name in variants if wanted == config), None)
-        self._configs[kernel] = config if module else None
-        return importlib.import_module(f"{self.package}.{module}") if module else None
+        sizes = tuple(int(v) for v in shape_of(*args, **kwargs))
+        picked = self._picked.get((kernel, device, sizes))
+        if picked is None:
+            shape = dict(zip(spec["shape_names"], sizes))
+            config = config_for(self.tuned, kernel, current_device_name(device), shape, spec["default_config"])
+            name = next((name for wanted, name in variants if wanted == config), None)
+            module = importlib.import_module(f"{self.package}.{name}") if name else None
+            if len(self._picked) >= PICKS_KEPT:
+                self._picked.clear()
+            picked = self._picked[(kernel, device, sizes)] = (config if module else None, module)
+        self._configs[kernel] = picked[0]
+        return picked[1]
 
     def call(self, kernel: str, args: tuple, kwargs: dict[str, Any]) -> Any:
         """Run the chosen implementation with the caller's arguments; its result (a tensor, a tuple)
