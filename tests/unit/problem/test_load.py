@@ -56,12 +56,12 @@ def test_fixture_problem_loads_with_defaults() -> None:
         ("def reference(x) return x\n", "failed to import"),
         (GOOD.replace("pass", "return (1,)") + "shape_of = 3\n", "shape_of must be a function"),
         (
-            "import torch\ndef reference(x): return x\nSHAPES = [(4, 6)]\n"
+            "import torch\ndef reference(x): return x\nSHAPES = [(4, 6)]\nCHECK_SHAPES = [(4, 6)]\n"
             "def make_inputs(s, d, v, g): return (torch.zeros(*s),)\ndef shape_of(x): return x.shape[::-1]\n",
             "shape_of(*make_inputs([4, 6])) gave [6, 4], not [4, 6]",
         ),
         (
-            "import torch\ndef reference(x): return x\nSHAPES = [(4, 6)]\n"
+            "import torch\ndef reference(x): return x\nSHAPES = [(4, 6)]\nCHECK_SHAPES = [(4, 6)]\n"
             "def make_inputs(s, d, v, g): return (torch.zeros(*s),)\ndef shape_of(x, y): return x.shape\n",
             "shape_of(*make_inputs([4, 6])) failed: TypeError",
         ),
@@ -138,3 +138,22 @@ def test_malformed_kernelbench_files_give_one_line(tmp_path: Path, source: str, 
     with pytest.raises(ProblemError) as info:
         load_problem(path)
     assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_shape_of_is_checked_on_check_shapes_only(tmp_path: Path) -> None:
+    """Benchmark shapes may be far too large to make at load: without CHECK_SHAPES nothing is made."""
+    marker = tmp_path / "made-a-benchmark-size-input"
+    source = (
+        "import pathlib, torch\ndef reference(x): return x\nSHAPES = [(1 << 20, 1 << 20)]\n"
+        "def make_inputs(s, d, v, g):\n"
+        "    if s[0] * s[1] > 100:\n"
+        f"        pathlib.Path({str(marker)!r}).touch()\n"
+        "        raise MemoryError('too large')\n"
+        "    return (torch.zeros(*s),)\n"
+        "def shape_of(x): return tuple(x.shape)[::-1]\n"
+    )
+    assert load_problem(write_problem(tmp_path / "big", source)).shapes == [(1 << 20, 1 << 20)]
+    assert not marker.exists()
+    checked = source.replace("SHAPES = ", "CHECK_SHAPES = [(2, 3)]\nSHAPES = ", 1)
+    with pytest.raises(ProblemError, match=r"gave \[3, 2\], not \[2, 3\]"):  # the same wrong shape_of, checked
+        load_problem(write_problem(tmp_path / "checked", checked))
