@@ -27,7 +27,7 @@ from adversarial.common import all_fixtures, run_fixture  # noqa: E402
 
 from kernel_agent.evaluate.ab_timing import CORE_MIN_MS, CORE_SLACK, THREAD_SLACK  # noqa: E402
 from kernel_agent.evaluate.pipeline import EvalOptions, evaluate  # noqa: E402
-from kernel_agent.evaluate.sandbox.session import IDLE_CPU_LIMIT_NS  # noqa: E402
+from kernel_agent.evaluate.sandbox.process import IDLE_CPU_LIMIT_NS  # noqa: E402
 from kernel_agent.problem.load import load_problem  # noqa: E402
 
 HONEST = [

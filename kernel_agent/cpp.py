@@ -4,7 +4,7 @@ Why a plain shared library through ctypes: `gcc -O3 -fopenmp -shared` builds in
 about 0.2 s, while a torch `load_inline` extension takes about 40 s on two cores.
 
 Inside the sandbox the library must already be in the evaluation's own build
-folder, named by KERNEL_AGENT_BUILD_STORE: the trusted side builds the module's
+folder, which the worker names (`use_trusted_store`): the trusted side builds the module's
 literal `CPP_SOURCE` under time and size limits and places that one library there,
 read-only (THREATS.md row 37). The persistent store of every build is private to
 the trusted side, so no candidate can load a library built for another.
@@ -26,7 +26,12 @@ import torch
 COMPILER = os.environ.get("KERNEL_AGENT_CC", "gcc")
 DEFAULT_FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=gnu++17", "-x", "c++")
 BUILD_STORE_ENV = "KERNEL_AGENT_BUILD_STORE"
-IN_SANDBOX_ENV = "KERNEL_AGENT_IN_SANDBOX"
+_TRUSTED_STORE: list[Path] = []  # set by the sandbox's worker: load from here, never build
+
+
+def use_trusted_store(folder: Path) -> None:
+    """Inside the sandbox: libraries come only from the trusted side's build, placed in `folder`."""
+    _TRUSTED_STORE[:] = [folder]
 
 
 class CppBuildError(RuntimeError):
@@ -57,6 +62,8 @@ def _compiler_version() -> str:
 
 def default_store() -> Path:
     """Where builds live: the sandbox's read-only store, else the user's cache."""
+    if _TRUSTED_STORE:
+        return _TRUSTED_STORE[0]
     store = os.environ.get(BUILD_STORE_ENV)
     if store:
         return Path(store)
@@ -90,7 +97,7 @@ def load_library(source: str, flags: tuple[str, ...] = DEFAULT_FLAGS) -> ctypes.
     store = default_store()
     target = store / f"{build_key(source, flags)}.so"
     if not target.exists():
-        if os.environ.get(IN_SANDBOX_ENV):
+        if _TRUSTED_STORE:
             raise CppBuildError(
                 "library not in the build store: CPP_SOURCE must be a module-level string literal "
                 "so the trusted side can build it before the candidate runs"

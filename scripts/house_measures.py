@@ -22,9 +22,11 @@ never fatal. Each measure answers one question about the house:
   `incorrect`, `rejected`, `runtime_error`, `compile_error`, `crashed`, `timeout`) that are
   compared (either side of `==`, `!=`, `in`, `not in`, or an element of a literal container on
   the right of `in`), assigned (the whole value of `=`, `:=`, an annotated assignment or a
-  default), passed as `status=`, stored under a `"status"` key, returned, or matched in a `case`.
-  Member definitions inside an `Enum` class are not counted. It is a rough count: `"timeout"`
-  compared as an option name counts too. It says whether the status is a type or a convention.
+  default), passed as `status=` or as the first positional argument of an exception, a `Verdict`, a
+  `Decision` or a `Status`, stored under a `"status"` key, returned, or matched in a `case`.
+  Member definitions inside an `Enum` class (or the project's `Choice` enums) are not counted. It is
+  a rough count: `"timeout"` compared as an option name counts too. It says whether the status is a
+  type or a convention.
 - Options declared more than once: parameter names whose default literal appears in two or more
   places, over CLI options (`typer.Option` / `typer.Argument` defaults, module-level shared
   `NAME = typer.Option(...)` declarations counted once under `name`, and plain defaults of
@@ -178,7 +180,9 @@ def status_literal(node: ast.AST | None) -> str | None:
 def status_strings(nodes: list[ast.AST]) -> list[str]:
     enum_members: set[int] = set()
     for node in nodes:
-        if isinstance(node, ast.ClassDef) and any(name_of(b).endswith("Enum") for b in node.bases):
+        if isinstance(node, ast.ClassDef) and any(
+            name_of(b).endswith("Enum") or name_of(b) == "Choice" for b in node.bases
+        ):
             enum_members.update(id(s.value) for s in node.body if isinstance(s, (ast.Assign, ast.AnnAssign)))
     hits: list[ast.AST | None] = []
     for node in nodes:
@@ -192,6 +196,8 @@ def status_strings(nodes: list[ast.AST]) -> list[str]:
                 hits.append(node.value)
         elif isinstance(node, ast.keyword) and node.arg == "status":
             hits.append(node.value)
+        elif isinstance(node, ast.Call) and takes_a_status(node.func) and node.args:
+            hits.append(node.args[0])  # `WorkerFailure("crashed", ...)`, `Verdict("rejected")`: passed by position
         elif isinstance(node, ast.Dict):
             keyed = zip(node.keys, node.values)
             hits.extend(v for k, v in keyed if isinstance(k, ast.Constant) and k.value == "status")
@@ -200,6 +206,12 @@ def status_strings(nodes: list[ast.AST]) -> list[str]:
         elif isinstance(node, ast.MatchValue):
             hits.append(node.value)
     return [s for s in map(status_literal, hits) if s is not None]
+
+
+def takes_a_status(func: ast.AST) -> bool:
+    """A call whose first positional argument is a status: an exception of a stage, a verdict, a decision."""
+    name = name_of(func)
+    return name.endswith(("Error", "Failure", "Exception")) or name in ("Verdict", "Decision", "Status")
 
 
 def typer_default(call: ast.Call) -> object:
@@ -271,6 +283,10 @@ def dataclass_options(node: ast.ClassDef) -> list[tuple[str, object, str]]:
         value = stmt.value
         if isinstance(value, ast.Call) and name_of(value.func) == "field":
             value = next((kw.value for kw in value.keywords if kw.arg == "default"), None)
+        elif isinstance(value, ast.Call) and name_of(value.func) == "option":  # core.config.option(default, ...)
+            value = (
+                value.args[0] if value.args else next((kw.value for kw in value.keywords if kw.arg == "default"), None)
+            )
         found.append((stmt.target.id, literal(value), "dataclass"))
     return found
 

@@ -111,3 +111,22 @@ def eval_json(
 @pytest.fixture
 def sandbox_root(tmp_path: Path) -> Path:
     return tmp_path / "sandbox"
+
+
+def path_without(tool: str, folder: Path) -> str:
+    """A PATH that finds every program the current one does except `tool` (links in `folder`): what a machine
+    without bubblewrap looks like, on one that has it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        if not os.path.isdir(directory):
+            continue
+        for entry in os.scandir(directory):
+            link = folder / entry.name
+            if entry.name != tool and not link.exists() and not link.is_symlink():
+                link.symlink_to(entry.path)
+    return str(folder)
+
+
+@pytest.fixture
+def no_bwrap_path(tmp_path: Path) -> str:
+    return path_without("bwrap", tmp_path / "no-bwrap-bin")

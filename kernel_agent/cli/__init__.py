@@ -16,6 +16,8 @@ import typer
 from kernel_agent.cli import (
     candidates_cmd,
     db_cmd,
+    doctor_cmd,
+    e2e_cmd,
     eval_cmd,
     export_cmd,
     optimize_cmd,
@@ -25,6 +27,7 @@ from kernel_agent.cli import (
     runs_cmd,
     select_cmd,
     tune_cmd,
+    verify_cmd,
 )
 
 app = typer.Typer(
@@ -46,6 +49,9 @@ app.command("report")(report_cmd.report_command)
 app.command("export")(export_cmd.export_command)
 app.command("tune")(tune_cmd.tune_command)
 app.add_typer(select_cmd.app, name="select")
+app.command("doctor")(doctor_cmd.doctor_command)
+app.command("verify-package")(verify_cmd.verify_package_command)
+app.command("e2e")(e2e_cmd.e2e_command)
 
 
 @app.callback()

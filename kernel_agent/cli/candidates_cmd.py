@@ -9,6 +9,7 @@ import typer
 
 from kernel_agent.cli import options as opt
 from kernel_agent.cli.common import fail, stdout
+from kernel_agent.cli.speedups import early_look, interval_cell, record_cell
 
 app = typer.Typer(
     help="List candidates, show one with its verdict, or print its diff.", no_args_is_help=True, rich_markup_mode=None
@@ -44,7 +45,6 @@ def list_command(
     for column in ("id", "run", "kernel", "round", "origin", "status", "speedup", "95% CI", "note"):
         table.add_column(column)
     for c in rows:
-        ci = f"[{c['speedup_ci'][0]:.2f}, {c['speedup_ci'][1]:.2f}]" if c["speedup_ci"] else "-"
         table.add_row(
             str(c["id"]),
             str(c["run_id"]),
@@ -52,16 +52,23 @@ def list_command(
             str(c["round"]),
             c["origin"],
             c["status"],
-            f"{c['speedup']:.2f}x" if c["speedup"] else "-",
-            ci,
-            c["note"][:40],
+            record_cell(c),
+            interval_cell(c),
+            "; ".join(part for part in (early_look(c), c["note"][:40]) if part),
         )
     stdout.print(table)
 
 
 @app.command("show")
-def show_command(candidate: int = typer.Argument(...), db: str = opt.DB, json_output: bool = opt.JSON) -> None:
-    """One candidate: verdict, reason, speedup and source."""
+def show_command(
+    candidate: int = typer.Argument(...),
+    db: str = opt.DB,
+    json_output: bool = opt.JSON,
+    show_reasoning: bool = typer.Option(
+        False, "--reasoning", help="Print the model's reasoning behind the candidate (folded by default)."
+    ),
+) -> None:
+    """One candidate: verdict, reason, speedup and source (and the model's reasoning, folded)."""
     from rich.syntax import Syntax
 
     detail = _detail(db, candidate)
@@ -72,11 +79,19 @@ def show_command(candidate: int = typer.Argument(...), db: str = opt.DB, json_ou
     stdout.print(
         f"candidate {detail['id']} ({detail['kernel']}, run {detail['run_id']}, "
         f"round {detail['round']}, {detail['origin']}) {detail['status']}"
-        + (f" {detail['speedup']:.3f}x [{ci[0]:.3f}, {ci[1]:.3f}]" if detail["speedup"] and ci else ""),
+        + (f" {detail['speedup']:.3f}x [{ci[0]:.3f}, {ci[1]:.3f}]" if detail["speedup"] and ci else "")
+        + (f" {detail['pending']}" if detail["pending"] else ""),
         highlight=False,
     )
+    if detail["early_look"]:
+        stdout.print(early_look(detail), highlight=False)
     if detail["reason"]:
         stdout.print(f"reason: {detail['reason']}", highlight=False)
+    thought = detail.get("reasoning")
+    if thought and show_reasoning:
+        stdout.print(f"reasoning (never parsed as code):\n{thought}", markup=False, highlight=False)
+    elif thought:
+        stdout.print(f"reasoning: {len(thought)} characters (--reasoning shows it)", highlight=False)
     if detail["source"]:
         stdout.print(Syntax(detail["source"], "python", line_numbers=True))
 

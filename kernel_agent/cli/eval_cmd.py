@@ -11,6 +11,7 @@ import typer
 from kernel_agent.cli import options as opt
 from kernel_agent.cli.ceilings import profile_ceilings
 from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, read_candidate, stdout, styled, warn
+from kernel_agent.cli.doctor_cmd import print_fallback
 from kernel_agent.cli.options import fields_of, from_config
 from kernel_agent.cli.references import check_compile_modes
 from kernel_agent.cli.speedups import slower
@@ -30,18 +31,13 @@ def eval_command(
     """Verify and time one candidate against a problem's baseline."""
     import torch
 
-    from kernel_agent.evaluate.backends import BACKENDS
+    from kernel_agent.evaluate.canaries import audit_problem
     from kernel_agent.evaluate.pipeline import EvalOptions, evaluate, run_device
-    from kernel_agent.problem.canaries import audit_problem
     from kernel_agent.problem.load import ProblemError, load_problem
 
     device = evaluation.device
     if device == Device.CUDA and not torch.cuda.is_available():
         fail("--device cuda: no CUDA device is visible here; use --device cpu or auto")
-    if evaluation.backend is not None and evaluation.backend not in BACKENDS:
-        fail(f"--backend must be one of {', '.join(BACKENDS)}, not {evaluation.backend!r}")
-    if evaluation.timeout <= 0:
-        fail("--timeout must be a positive number of seconds")
     check_compile_modes(references.compile_modes)
     source = read_candidate(candidate)
     try:
@@ -51,6 +47,7 @@ def eval_command(
     except ProblemError as exc:
         fail(str(exc))
     options = EvalOptions.from_config(evaluation)
+    print_fallback(evaluation.isolation)
     options.ceilings, _ = profile_ceilings(db, run_device(loaded, device), options.threads, remeasure=False)
     try:
         verdict = evaluate(loaded, source, options)

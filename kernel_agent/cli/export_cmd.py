@@ -61,7 +61,7 @@ def export_command(
     for kernel_name, reason in result.skipped:
         stderr.print(styled("not exported:", "yellow", f" {kernel_name}: {reason}"), highlight=False, soft_wrap=True)
     for k in result.exported:
-        speedup = f"{k.speedup:.2f}x" if k.speedup else "-"
+        speedup = k.pending or (f"{k.speedup:.2f}x" if k.speedup else "-")  # the number of record
         stdout.print(
             f"exported {k.name}: candidate {k.candidate_id}, {speedup} "
             f"on {k.device} ({k.device_name}); re-verified: {k.reverified}",

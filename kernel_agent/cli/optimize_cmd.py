@@ -1,12 +1,13 @@
 """`kernel-agent optimize KERNEL...`: find faster verified variants and store everything.
 
-Thin: parse options into a `RunPlan`, store it with a new run (or load it with
-`--resume`), build the provider and executor, run the batch, render.
+Parse options into a `RunPlan` (or load a stored one with `--resume`), hand it to
+`optimize.start.optimize` with this terminal's progress, Ctrl-C handling and notes, render its outcome.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import threading
@@ -16,6 +17,7 @@ import typer
 
 from kernel_agent.cli import options as opt
 from kernel_agent.cli.common import MS_CAPTION, fail, stderr, stdout, warn
+from kernel_agent.cli.doctor_cmd import print_fallback
 from kernel_agent.cli.options import GIVEN, fields_of, from_config
 from kernel_agent.cli.references import check_compile_modes
 from kernel_agent.cli.speedups import (
@@ -48,6 +50,9 @@ def optimize_command(
     plan: RunPlan = fields_of(skip=NOT_OFFERED),
     db: str = opt.DB,
     json_output: bool = opt.JSON,
+    wide: bool = typer.Option(
+        False, "--wide", help="Every column of the end table (a narrow terminal drops the least needed ones)."
+    ),
     given: frozenset[str] = GIVEN,
 ) -> None:
     """Optimize kernels: baseline, then rounds of propose -> verify -> time -> keep the best."""
@@ -60,16 +65,9 @@ def optimize_command(
         fail("--retry needs --resume RUN (the run whose kernels to run again)")
     database = opt.open_db(db)
     if resume is not None:
-        run_resume(
-            database,
-            resume,
-            json_output,
-            plan.workers,
-            plan.executor if "executor" in given else None,
-            plan.ray_address,
-            retried,
-            plan.evaluation.memory_budget if "memory_budget" in given else None,
-        )
+        if kernels or manifest is not None:
+            fail(f"--resume {resume} continues the run's own kernels; name none (start a new run for others)")
+        run_resume(database, resume, json_output, plan, given, retried, wide=wide)
         return
     if plan.ray_address is not None:
         plan.executor = ExecutorKind.RAY
@@ -85,7 +83,7 @@ def optimize_command(
     if plan.provider == "replay" and plan.provider_options.replay_run is None:
         fail("--provider replay needs --replay-run RUN (the run whose recorded replies to replay)")
     check_compile_modes(plan.references.compile_modes)
-    execute(database, plan, None, json_output)
+    execute(database, plan, None, json_output, wide)
 
 
 RETRYABLE = ("too_large", "baseline_failed")  # statuses that end a kernel before its search: nothing is redone
@@ -103,177 +101,94 @@ def run_resume(
     database,
     run_id: int,
     json_output: bool,
-    workers: int | None = None,
-    executor: ExecutorKind | None = None,
-    ray_address: str | None = None,
+    typed: RunPlan | None = None,
+    given: frozenset[str] = frozenset(),
     retry: frozenset[str] = frozenset(),
-    memory_budget: float | None = None,
+    wide: bool = False,
 ) -> None:
-    """Continue a stored run with its stored plan (--workers, --executor and --ray-address may change where it runs,
-    --memory-budget what it may use; --retry runs kernels that ended before their search again)."""
+    """Continue a stored run with its stored plan; an option typed again replaces the stored value, said in one line
+    and stored (optimize/replan.py). --retry runs kernels that ended before their search again."""
     from kernel_agent.db import writes as store
     from kernel_agent.db.models import RunRow
+    from kernel_agent.optimize.replan import ReplanError, replan, summary
 
-    if retry:
-        retried = store.retry_kernels(database, run_id, retry)
-        stderr.print(f"run {run_id}: {retried} kernel(s) that ended {' or '.join(sorted(retry))} will run again")
     with database.session() as session:
         run = session.get(RunRow, run_id)
         if run is None:
             fail(f"no run {run_id} in this database; `kernel-agent runs list` shows the runs")
-        if run.status == "completed":
-            fail(f"run {run_id} already completed; nothing to resume")
-        stored = dict(run.options or {})
+        completed, stored = run.status == "completed", dict(run.options or {})
+    if completed and not retry:
+        fail(f"run {run_id} already completed; nothing to resume")
     if "kernels" not in stored or "provider" not in stored:
         fail(f"run {run_id} was stored without a plan; it cannot be resumed")
-    plan = RunPlan.from_json(stored)
-    if workers:
-        plan.workers = workers
-    if executor:
-        plan.executor = executor
-        plan.ray_address = ray_address if executor == ExecutorKind.RAY else None
-    elif ray_address:
-        plan.executor, plan.ray_address = ExecutorKind.RAY, ray_address
-    if memory_budget is not None:
-        plan.evaluation.memory_budget = memory_budget
-    execute(database, plan, run_id, json_output)
+    try:
+        plan, changes = replan(RunPlan.from_json(stored), typed or RunPlan(), given)
+    except ReplanError as exc:
+        fail(str(exc))
+    if retry:
+        retried = store.retry_kernels(database, run_id, retry)
+        stderr.print(f"run {run_id}: {retried} kernel(s) that ended {' or '.join(sorted(retry))} will run again")
+        if completed and not retried:
+            fail(f"run {run_id} already completed; nothing to resume")
+    if changes:
+        stderr.print(summary(run_id, changes), highlight=False, markup=False, soft_wrap=True)
+        store.replace_plan(database, run_id, plan.to_json())
+    execute(database, plan, run_id, json_output, wide)
 
 
-def build_providers(database, plan: RunPlan, problems, labels: list[str] | None = None) -> dict:
-    """One provider per kernel label (its name, with its device in a multi-device run; replay is per kernel, the
-    search per kernel and device; the others are shared)."""
-    from kernel_agent.db import writes as store
-    from kernel_agent.optimize.kernel_loop import missing_device
-    from kernel_agent.optimize.run import device_of
-    from kernel_agent.propose import make_provider
-    from kernel_agent.propose.openai_chat import load_prices
-    from kernel_agent.propose.search import SearchProvider
-
-    labels = labels or [p.name for _, p in problems]
-    options = plan.provider_options
-    if plan.provider == "replay":
-        return {
-            label: make_provider("replay", calls=store.recorded_calls(database, options.replay_run, p.name))
-            for (_, p), label in zip(problems, labels)
-        }
-    if plan.provider == "openai":
-        shared = make_provider(
-            "openai",
-            base_url=options.base_url,
-            model=options.model,
-            temperature=options.temperature,
-            max_tokens=options.tokens_per_reply,
-            request_timeout=options.request_timeout,
-            max_retries=options.max_retries,
-            prompts_dir=options.prompts_dir,
-            prices=load_prices(options.prices_file) if options.prices_file else None,
-            api_key_file=options.api_key_file,
-            n=plan.search.samples,
-        )
-    elif plan.provider == "search":
-        return {  # a kernel whose device is not here runs nothing: no advice to read for it
-            label: SearchProvider()
-            if missing_device(p, device_of(plan, spec))
-            else advised_search(database, plan, spec, p)
-            for (spec, p), label in zip(problems, labels)
-        }
-    else:  # plugins: they take no options from the command line
-        shared = make_provider(plan.provider)
-    return {label: shared for label in labels}
-
-
-def advised_search(database, plan: RunPlan, spec: KernelSpec, problem):  # noqa: ANN001 - Problem, imported late
-    """The search provider for one kernel, with its selector's configs first when the problem was tuned here."""
-    from kernel_agent.evaluate.pipeline import run_device
-    from kernel_agent.propose.search import SearchProvider
-    from kernel_agent.select.advice import advise
-
-    evaluation = spec.evaluation(plan.evaluation)
-    threads = evaluation.threads or os.cpu_count() or 1
-    advice = advise(database, problem, run_device(problem, evaluation.device), threads, plan.search.selector)
-    trusted = plan.search.trust_selector and bool(advice.configs)
-    if advice.note:
-        note = f"{advice.note}; --trust-selector: only those, no climb" if trusted else advice.note
-        stderr.print(f"{problem.name}: {note}", markup=False, highlight=False, soft_wrap=True)
-    if trusted:
-        return SearchProvider(first=advice.decision, only_first=True)
-    return SearchProvider(first=advice.configs)
-
-
-def execute(database, plan: RunPlan, run_id: int | None, json_output: bool) -> None:
-    """Load the kernels, store the plan (or reopen the run), run the batch, render its results."""
+def execute(database, plan: RunPlan, run_id: int | None, json_output: bool, wide: bool = False) -> None:
+    """Run the plan through optimize/start.py with this terminal's progress, Ctrl-C handling and notes; render."""
     from kernel_agent.cli.progress import LoopProgress
     from kernel_agent.db import writes as store
-    from kernel_agent.evaluate.pipeline import EvalOptions, run_device
-    from kernel_agent.optimize.kernel_loop import missing_device
-    from kernel_agent.optimize.run import BatchRun, device_ceilings, device_of, labels, load_kernel, store_plan
-    from kernel_agent.optimize.search_state import KernelStatus
-    from kernel_agent.problem.canaries import audit_problem
-    from kernel_agent.problem.load import ProblemError
-    from kernel_agent.propose.openai_chat import ProviderConfigError
+    from kernel_agent.optimize.search_state import RunStatus
+    from kernel_agent.optimize.start import RunError, RunHooks, optimize
 
-    problems = []
-    available = []  # (problem, the device it runs on) of each kernel whose device is here
-    for spec in plan.kernels:
-        try:
-            problem = load_kernel(spec)
-            named = device_of(plan, spec)
-            if not missing_device(problem, named):  # else: the kernel's loop ends with the reason
-                available.append((problem, run_device(problem, named)))
-                for warning in audit_problem(problem, available[-1][1]):
-                    warn(warning)
-        except ProblemError as exc:
-            fail(str(exc))
-        problems.append((spec, problem))
-    keys = [(p.name, device_of(plan, spec)) for spec, p in problems]
-    if len(set(keys)) != len(keys):
-        fail(
-            "two kernels share a name "
-            f"({', '.join(sorted({key[0] for key in keys if keys.count(key) > 1}))}); pass each problem once"
-        )
-    shown = labels(plan, problems)
+    shown: dict[str, LoopProgress] = {}
+
+    def progress(labels: list[str]):  # noqa: ANN202 - the loop's Progress callback
+        shown["progress"] = LoopProgress(stderr, labels, plan.search.proposal_rounds)
+        return shown["progress"].event
+
+    def executor():  # noqa: ANN202 - an Executor, imported late
+        if plan.executor == ExecutorKind.LOCAL:  # Ray workers probe their own nodes
+            print_fallback(plan.evaluation.isolation)
+        return build_executor(plan)
+
+    options = plan.provider_options
+    hooks = RunHooks(
+        executor=executor,
+        note=lambda text: stderr.print(text, markup=False, highlight=False, soft_wrap=True),
+        warn=warn,
+        progress=progress,
+        drive=lambda batch, run: run_until_interrupted(batch, shown["progress"], database, run),
+        error_log=error_log(),
+        learned_rules=lambda run: store.endpoint_rules(database, run, options.base_url, options.model),
+    )
     try:
-        providers = build_providers(database, plan, problems, shown)
-    except (ProviderConfigError, ValueError) as exc:
+        outcome = optimize(database, plan, run_id, hooks)
+    except RunError as exc:
         fail(str(exc))
-    if run_id is None:
-        run_id = store_plan(database, plan)
-        stderr.print(
-            f"run {run_id}: {len(problems)} kernel(s), provider {plan.provider}, database {database.display_url}",
-            highlight=False,
-        )
-    else:
-        store.reopen_run(database, run_id)
-        stderr.print(
-            f"resuming run {run_id}: {len(problems)} kernel(s), "
-            f"provider {plan.provider}, database {database.display_url}",
-            highlight=False,
-        )
-    executor = build_executor(plan)
-    progress = LoopProgress(stderr, shown, plan.search.proposal_rounds)
-    timed_devices = {device for p, device in available if not (p.device == "cuda" and device == "cpu")}
-    ceilings = device_ceilings(
-        database, timed_devices, EvalOptions.from_config(plan.evaluation).threads, remeasure=False
-    )
-    batch = BatchRun(database, run_id, plan, problems, providers, executor, progress.event, ceilings=ceilings)
-    results = run_until_interrupted(batch, progress, database, run_id)
-    executor.shutdown()
-    if results and all(r.status == KernelStatus.PROVIDER_FAILED for r in results):
-        store.finish_run(database, run_id, "failed", results[-1].reason)
-        fail(f"{results[-1].reason}; check --base-url, the key and the endpoint, then rerun")
-    unfinished = [r for r in results if r.status in (KernelStatus.INTERRUPTED, KernelStatus.BUDGET_REACHED)]
-    store.finish_run(
-        database, run_id, "stopped" if unfinished else "completed", "; ".join(sorted({r.reason for r in unfinished}))
-    )
-    from kernel_agent.db.reads import run_detail
-
-    detail = run_detail(database, run_id)
-    metrics = detail["metrics"] if detail is not None else None
+    if outcome.status == RunStatus.FAILED:
+        fail(f"{outcome.note}; check --base-url, the key and the endpoint, then rerun")
     if json_output:
-        document = {"run_id": run_id, "kernels": [r.to_dict() for r in results], "metrics": metrics}
+        kernels = [r.to_dict() for r in outcome.results]
+        document = {"run_id": outcome.run_id, "kernels": kernels, "metrics": outcome.metrics}
         sys.stdout.write(json.dumps(document) + "\n")
     else:
-        render_summary(run_id, results, metrics)
+        render_summary(outcome.run_id, outcome.results, outcome.metrics, wide)
+
+
+ERROR_LOG = "kernel-agent.log"
+
+
+def error_log() -> str:
+    """Tracebacks of kernels whose loop failed go to ERROR_LOG in the current folder (beside the default
+    runs.db), created only when one does; the table and the database get the one-line reason."""
+    handler = logging.FileHandler(ERROR_LOG, delay=True)
+    handler.setLevel(logging.ERROR)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(name)s: %(message)s"))
+    logging.getLogger("kernel_agent").addHandler(handler)
+    return str(Path(ERROR_LOG).resolve())
 
 
 def build_executor(plan: RunPlan):
@@ -299,6 +214,7 @@ def build_executor(plan: RunPlan):
 def run_until_interrupted(batch, progress, database, run_id: int) -> list:
     """Run the batch; the first Ctrl-C lets evaluations in flight finish, a second one stops at once."""
     from kernel_agent.db import writes as store
+    from kernel_agent.optimize.search_state import RunStatus
 
     outcome: dict = {}
 
@@ -316,7 +232,7 @@ def run_until_interrupted(batch, progress, database, run_id: int) -> list:
                 worker.join(0.2)
         except KeyboardInterrupt:
             batch.stop.set()
-            store.finish_run(database, run_id, "interrupted", "stopped by Ctrl-C")
+            store.finish_run(database, run_id, RunStatus.INTERRUPTED, "stopped by Ctrl-C")
             progress.stop()
             stderr.print(
                 "stopping: letting evaluations in flight finish (Ctrl-C again to "
@@ -344,48 +260,49 @@ STATUS_LABELS = {
     "improved": "improved",
     "needs_review": "needs review",
     "no_gain": "no gain",
-    "needs_gpu": "verified; needs a GPU",
+    "needs_gpu": "needs GPU",
     "baseline_failed": "baseline failed",
     "too_large": "too large",
     "provider_failed": "provider failed",
     "no_device": "no device",
     "budget_reached": "budget reached",
     "interrupted": "interrupted",
+    "error": "error",
 }
 
 
-# What must stay whole in an 80-column table: the status word ("improved").
-MIN_WIDTHS = {"status": 8}
-
-
-def render_summary(run_id: int, results: list, metrics: dict | None = None) -> None:
+def render_summary(run_id: int, results: list, metrics: dict | None = None, wide: bool = False) -> None:
     """The final table on stdout; reasons follow it, one line per kernel that has one (a flagged candidate
     waiting for review always has one, with the command that approves it). A run on several devices shows each
     kernel's device."""
-    from rich.table import Table
+    from kernel_agent.cli.end_table import Column, end_table, speedup_cell
 
-    table = Table(title=f"run {run_id}", caption=f"{MS_CAPTION}; {REFERENCE_CAPTION}")
     several = len({r.device for r in results}) > 1
     vs = [{kind: relative.to_json() for kind, relative in r.speedup_vs().items()} for r in results]
-    columns = ("kernel", *(("device",) if several else ()), "baseline ms", "best ms", "speedup", *REFERENCE_COLUMNS)
-    for column in (*columns, "best candidate", "status"):
-        table.add_column(
-            column,
-            justify="right" if column not in ("kernel", "device", "status") else "left",
-            no_wrap=column == "kernel",
-            min_width=MIN_WIDTHS.get(column),
-        )
-    for r, versus in zip(results, vs):
-        table.add_row(
+    columns = [
+        Column("kernel", justify="left", folds=True),
+        *([Column("device", justify="left")] if several else []),
+        Column("baseline ms", drop_rank=3),
+        Column("best ms", drop_rank=2),
+        Column("speedup [95% CI]"),
+        *(Column(kind) for kind in REFERENCE_COLUMNS),
+        Column("best candidate", drop_rank=1),
+        Column("status", justify="left"),
+    ]
+    rows = [
+        [
             r.name,
-            *((r.device,) if several else ()),
+            *([r.device] if several else []),
             f"{r.baseline_ms:.3f}" if r.baseline_ms else "-",
             f"{r.best_ms:.3f}" if r.best_ms else "-",
-            f"{r.speedup:.2f}x" if r.speedup else "-",
+            r.pending() or speedup_cell(r.speedup, r.speedup_ci),  # `re-timing`: a wide early look
             *reference_cells(versus),
             str(r.best_candidate or "-"),
             STATUS_LABELS.get(r.status, r.status),
-        )
+        ]
+        for r, versus in zip(results, vs)
+    ]
+    table = end_table(columns, rows, stdout.width, wide, f"run {run_id}", f"{MS_CAPTION}; {REFERENCE_CAPTION}")
     stdout.print(table)
     if metrics is not None:
         print_metrics(stdout, metrics)

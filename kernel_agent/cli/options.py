@@ -18,7 +18,7 @@ from typing import Any
 
 import typer
 
-from kernel_agent.core.config import default_of, flag_of, is_option, value_type
+from kernel_agent.core.config import default_of, flag_of, option_leaves, value_type
 
 DB = typer.Option(
     None, "--db", help="Database file or SQLAlchemy URL (default: $KERNEL_AGENT_DB or ./runs.db).", show_default=False
@@ -66,13 +66,9 @@ class Leaf:
 
 def leaves(kind: type, wanted: FieldsOf, path: tuple[str, ...]) -> Iterator[Leaf]:
     """The option fields of a record and of the records it holds, in declaration order."""
-    hints = typing.get_type_hints(kind)
-    for f in dataclasses.fields(kind):
-        hint = value_type(hints[f.name])
-        if dataclasses.is_dataclass(hint):
-            yield from leaves(hint, wanted, (*path, f.name))
-        elif is_option(f) and wanted.wants(f.name):
-            yield Leaf(path, f, hint)
+    for where, f, hint in option_leaves(kind, path):
+        if wanted.wants(f.name):
+            yield Leaf(where, f, hint)
 
 
 def typer_option(leaf: Leaf) -> Any:
@@ -83,9 +79,51 @@ def typer_option(leaf: Leaf) -> Any:
         extra = {"parser": choice_parser(leaf.hint), "metavar": "<" + "|".join(m.value for m in leaf.hint) + ">"}
     elif isinstance(leaf.hint, type) and hasattr(leaf.hint, "parse"):  # a value of its own syntax (core.config.Devices)
         extra = {"parser": value_parser(leaf.hint.parse), "metavar": getattr(leaf.hint, "METAVAR", "TEXT")}
+    if meta.get("choices") is not None:
+        accepted = REGISTRIES[meta["choices"]]()
+        extra = {"parser": value_parser(one_of(accepted)), "metavar": "<" + "|".join(accepted) + ">"}
     if meta.get("min") is not None:
         extra["min"] = meta["min"]
-    return typer.Option(default_of(leaf.field), flag_of(leaf.field), help=meta["help"], **extra)
+    text = meta["help"]
+    if meta.get("above") is not None:  # click's ranges are inclusive here: the bound is checked by the parser
+        extra = {"parser": value_parser(above_parser(leaf.hint, meta["above"])), "metavar": f"<{leaf.hint.__name__}>"}
+        text += f"  [x>{meta['above']:g}]"
+    return typer.Option(default_of(leaf.field), flag_of(leaf.field), help=text, **extra)
+
+
+def registered_backends() -> tuple[str, ...]:
+    from kernel_agent.evaluate.backends import names
+
+    return names()
+
+
+REGISTRIES: dict[str, Callable[[], tuple[str, ...]]] = {"backends": registered_backends}
+
+
+def must_be(accepted: list[str] | tuple[str, ...], value: Any) -> str:
+    return f"must be {', '.join(accepted[:-1])} or {accepted[-1]}, not {value!r}"
+
+
+def one_of(accepted: tuple[str, ...]) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if value not in accepted:
+            raise ValueError(must_be(accepted, value))
+        return value
+
+    return parse
+
+
+def above_parser(kind: type, bound: float) -> Callable[[Any], Any]:
+    def parse(value: Any) -> Any:
+        try:
+            number = kind(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{value!r} is not a {kind.__name__}") from None
+        if not number > bound:
+            raise ValueError(f"must be greater than {bound:g}, not {value}")
+        return number
+
+    return parse
 
 
 def choice_parser(kind: type[Enum]) -> Callable[[Any], Enum]:
@@ -95,8 +133,7 @@ def choice_parser(kind: type[Enum]) -> Callable[[Any], Enum]:
         try:
             return kind(value)
         except ValueError:
-            names = [m.value for m in kind]
-            raise typer.BadParameter(f"must be {', '.join(names[:-1])} or {names[-1]}, not {value!r}") from None
+            raise typer.BadParameter(must_be([m.value for m in kind], value)) from None
 
     return parse
 

@@ -21,7 +21,7 @@ import typer
 from kernel_agent.cli.ceilings import profile_ceilings
 from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, read_candidate, stderr, stdout, styled, warn
 from kernel_agent.cli.options import DB, fields_of, from_config, json_option, open_db
-from kernel_agent.core.config import Device, EvalConfig
+from kernel_agent.core.config import Device, EvalConfig, ProfileWhen
 
 
 @from_config
@@ -83,7 +83,7 @@ def profile_command(
         # A/A: the baseline as its own candidate (KernelBench candidates must name ModelNew).
         source = loaded.baseline_as_candidate
     stderr.print(f"timing the {role} (verified, sandboxed) ...", highlight=False)
-    verdict = timed(loaded, source, EvalOptions.from_config(evaluation, profile="always"))
+    verdict = timed(loaded, source, EvalOptions.from_config(evaluation, profile=ProfileWhen.ALWAYS))
     timing = verdict.timing if verdict is not None else None
     if verdict is not None and timing is None:
         warn(f"no timing: {verdict.status}: {verdict.reason}")

@@ -9,6 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from kernel_agent.core.verdict import Status
+
 
 class LoopProgress:
     """One line per kernel (round, evaluated/accepted, best speedup, failures by status) and one for the run."""
@@ -64,6 +66,11 @@ class LoopProgress:
             self.tokens += data["tokens"]
             self.cost += data["cost"]
             return
+        elif kind == "streaming":
+            text = f"round {state['round']}: receiving the reply, {data['tokens']} tokens"
+        elif kind == "note":  # one line above the display, kept in the terminal's scrollback
+            self.progress.console.print(f"{name}: {data['text']}", markup=False, highlight=False, soft_wrap=True)
+            return
         elif kind == "references":
             text = f"measuring the torch {data['reference']} reference point"
         elif kind == "evaluate":
@@ -72,17 +79,19 @@ class LoopProgress:
             text = f"re-timing candidate {data['candidate']} with all rounds"
         elif kind == "evaluated":
             state["evaluated"] += 1
-            if data["status"] == "faster":
+            if data["status"] == Status.FASTER:
                 state["accepted"] += 1
                 state["best"] = max(state["best"] or 0, data["speedup"] or 0)
-            elif data["status"] not in ("correct", "flagged"):
+            elif data["status"] not in (Status.CORRECT, Status.FLAGGED):
                 state["failures"][data["status"]] = state["failures"].get(data["status"], 0) + 1
             text = f"round {state['round']}: candidate {data['candidate']} {data['status']}"
-        else:  # done
+        else:  # done: the best's number of record replaces the early looks seen on the way
             state["done"] = True
             text = f"done: {data['status']}"
             self.progress.stop_task(task)
         best = f"{state['best']:.2f}x" if state["best"] else "-"
+        if state["done"] and data.get("cell"):
+            best = data["cell"]
         failures = ", ".join(f"{k} {v}" for k, v in sorted(state["failures"].items()))
         self.progress.update(
             task,

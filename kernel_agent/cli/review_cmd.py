@@ -7,7 +7,7 @@ subcommand is taken as RUN (so `review 3`, `review latest` and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from typer.core import TyperGroup
@@ -15,6 +15,11 @@ from typer.core import TyperGroup
 from kernel_agent.cli import options as opt
 from kernel_agent.cli.common import fail, stdout
 from kernel_agent.cli.run_arg import RUN, resolve_run_or_fail
+from kernel_agent.core.verdict import Status
+
+if TYPE_CHECKING:  # the database and measure modules load inside the commands
+    from kernel_agent.db.review_reads import CandidateRecord
+    from kernel_agent.measure.of_record import NumberOfRecord
 
 PAST = {"approve": "approved", "reject": "rejected"}
 ANSWERS = {
@@ -68,7 +73,7 @@ def start_command(
     decided = 0
     for kernel_record, candidates in items:
         for candidate in candidates:
-            show_candidate(candidate)
+            show_candidate(candidate, kernel_record.number_of(candidate))
             answer = ask_decision()
             if answer == "quit":
                 stdout.print(f"stopped; {decided} decision(s) recorded", highlight=False)
@@ -105,20 +110,17 @@ def ask_note() -> str:
         return ""
 
 
-def show_candidate(candidate) -> None:  # noqa: ANN001 - a db.review_reads.CandidateRecord
-    """The verdict summary, then the diffs against the baseline and (when different) the parent."""
+def show_candidate(candidate: CandidateRecord, number: NumberOfRecord) -> None:
+    """The verdict summary (speedup and times: the candidate's number of record, its superseded early look
+    labelled), then the diffs against the baseline and (when different) the parent."""
     from rich.panel import Panel
     from rich.syntax import Syntax
     from rich.text import Text
 
     passed, checked = candidate.checks_passed
-    ci = f"[{candidate.ci_low:.3f}, {candidate.ci_high:.3f}]" if candidate.ci_low is not None else "-"
     lines = [
         f"status     {candidate.status}" + (f"  ({candidate.reason})" if candidate.reason else ""),
-        f"speedup    {candidate.speedup:.3f}x, 95% interval {ci}" if candidate.speedup else "speedup    -",
-        f"times      baseline {candidate.baseline_ms:.4f} ms -> candidate {candidate.candidate_ms:.4f} ms"
-        if candidate.baseline_ms and candidate.candidate_ms
-        else "times      -",
+        *speedup_lines(number),
         f"checks     {passed}/{checked} passed ({', '.join(candidate.dtypes) or '-'})",
         f"device     {candidate.device} ({candidate.device_name})",
         f"isolation  {candidate.isolation}",
@@ -138,7 +140,7 @@ def show_candidate(candidate) -> None:  # noqa: ANN001 - a db.review_reads.Candi
             Text("\n".join(lines)),
             title=Text(title),
             title_align="left",
-            border_style="red" if candidate.status == "flagged" else "green",
+            border_style="red" if candidate.status == Status.FLAGGED else "green",
         ),
         highlight=False,
     )
@@ -147,6 +149,26 @@ def show_candidate(candidate) -> None:  # noqa: ANN001 - a db.review_reads.Candi
     if candidate.diff_parent and candidate.diff_parent.replace("parent/", "baseline/") != candidate.diff_baseline:
         stdout.print(f"diff against the parent (candidate {candidate.parent_id}):", highlight=False)
         stdout.print(Syntax(candidate.diff_parent, "diff", theme="ansi_dark", word_wrap=True))
+
+
+def speedup_lines(number: NumberOfRecord) -> list[str]:
+    """The speedup, interval and times a review shows: the number of record (a faster re-timing with every
+    round over the early look, which follows labelled), or `re-timing` while a wide early look is withheld."""
+    quoted = number.quoted
+    if quoted is None or quoted.speedup is None:
+        return [f"speedup    {number.cell(3)}", "times      -"]
+    low, high = quoted.ci or (None, None)
+    ci = f"[{low:.3f}, {high:.3f}]" if low is not None else "-"
+    retimed = f" (re-timed with all rounds: candidate {quoted.candidate})" if number.superseded else ""
+    lines = [f"speedup    {quoted.speedup:.3f}x, 95% interval {ci}{retimed}"]
+    if number.early_look is not None:
+        early = number.early_look
+        lines.append(f"early look {early.text()} (superseded)")
+    if quoted.baseline_ms and quoted.candidate_ms:
+        lines.append(f"times      baseline {quoted.baseline_ms:.4f} ms -> candidate {quoted.candidate_ms:.4f} ms")
+    else:
+        lines.append("times      -")
+    return lines
 
 
 def _decide(candidate: int, decision: str, note: str, db: str | None) -> None:

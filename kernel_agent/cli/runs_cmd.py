@@ -15,6 +15,7 @@ from kernel_agent.cli.speedups import (
     REFERENCE_COLUMNS,
     losing_to_torch,
     print_metrics,
+    record_cell,
     reference_cells,
 )
 
@@ -63,6 +64,8 @@ def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON)
         f"LLM calls {llm['calls']} ({llm['prompt_tokens']}+{llm['completion_tokens']} tokens, ${llm['cost_usd']:.4f})",
         highlight=False,
     )
+    if llm["calls"]:
+        stdout.print(llm_line(llm), highlight=False, soft_wrap=True)
     table = Table(caption=f"{MS_CAPTION}; {REFERENCE_CAPTION}")
     several = len({k["device"] for k in detail["kernels"]}) > 1  # --device cpu,cuda: a row per kernel and device
     for column in (
@@ -86,7 +89,7 @@ def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON)
             str(k["rounds"]),
             f"{k['baseline_ms']:.3f}" if k["baseline_ms"] else "-",
             f"{k['best_ms']:.3f}" if k["best_ms"] else "-",
-            f"{k['speedup']:.2f}x" if k["speedup"] else "-",
+            record_cell(k),
             *reference_cells(k["speedup_vs"]),
             str(k["best_candidate"] or "-"),
             ", ".join(f"{s} {n}" for s, n in sorted(k["statuses"].items())),
@@ -103,6 +106,19 @@ def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON)
         review = k.get("review")
         if review and review["note"] not in (k["reason"] or ""):
             stdout.print(f"{name}: {review['note']}", highlight=False, soft_wrap=True)
+
+
+def llm_line(llm: dict) -> str:
+    """The LLM's share of the run: reasoning tokens, and dollars and tokens per verified win."""
+    thought = llm["reasoning_tokens"]
+    reasoning = f"{thought} of the completion tokens were reasoning; " if thought else ""
+    wins = llm["verified_wins"]
+    if not wins:
+        return f"LLM: {reasoning}no verified win yet (${llm['cost_usd']:.4f} spent)"
+    return (
+        f"LLM: {reasoning}{wins} verified win{'s' if wins != 1 else ''}: ${llm['usd_per_win']:.4f} and "
+        f"{llm['tokens_per_win']:,.0f} tokens per win"
+    )
 
 
 @app.command("resume")

@@ -12,6 +12,25 @@ REFERENCE_COLUMNS = ("eager", "compile")
 REFERENCE_CAPTION = "eager, compile: the best's speedup over torch eager and torch.compile on this device"
 
 
+def record_cell(c: dict) -> str:
+    """A candidate's number of record (`runs show`'s for a kernel's best), or `re-timing` while it is withheld."""
+    return c["pending"] or (f"{c['speedup']:.2f}x" if c["speedup"] else "-")
+
+
+def interval_cell(c: dict) -> str:
+    low, high = c["speedup_ci"] or (None, None)
+    return f"[{low:.2f}, {high:.2f}]" if low is not None else "-"
+
+
+def early_look(c: dict) -> str:
+    """'early look 5.16x [1.80, 25.63], re-timed as candidate 57': the reading a re-timing superseded, labelled."""
+    early = c.get("early_look")
+    if not early:
+        return ""
+    looked = f"{early['speedup']:.2f}x {interval_cell(early)}".removesuffix(" -")
+    return f"early look {looked}, re-timed as candidate {c['record_candidate']}"
+
+
 def cell(speedup_vs: dict[str, Any], kind: str) -> str:
     """'1.42x' (the column names the reference; `losing_to_torch` says it in words below the table), or '-'."""
     value = (speedup_vs.get(kind) or {}).get("value")

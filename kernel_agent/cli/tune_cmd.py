@@ -38,7 +38,7 @@ def tune_command(
         help="Shapes per sandboxed evaluation (0: all): a rejected evaluation fails its shapes only, "
         "at the cost of a sandbox start and the check cases per group.",
     ),
-    evaluation: EvalConfig = fields_of(only=("device", "threads", "timeout", "isolation", "sandbox_root")),
+    evaluation: EvalConfig = fields_of(only=("device", "threads", "timeout", "isolation", "sandbox_root", "gpu_data")),
     db: str = DB,
     json_output: bool = json_option("one JSON object per stored row, one per line"),
 ) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Iterator
 from dataclasses import MISSING, dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -30,6 +31,14 @@ class Choice(str, Enum):
 
     def __repr__(self) -> str:
         return repr(self.value)
+
+
+class ProfileWhen(Choice):
+    """When an evaluation runs torch.profiler in the candidate's sandbox after timing (advice, never a verdict)."""
+
+    NEVER = "never"
+    FASTER = "faster"  # for verdicts faster or flagged
+    ALWAYS = "always"
 
 
 class Device(Choice):
@@ -76,6 +85,14 @@ class Devices(tuple):
         return repr(str(self))
 
 
+class GpuData(Choice):
+    """Where a CUDA evaluation's per-call data lives (DESIGN.md section 18): the host path until a GPU run proves
+    the device path (issue 35)."""
+
+    HOST = "host"  # inputs drawn on the host, copied to the device in the worker; outputs copied back by it
+    DEVICE = "device"  # trusted device buffers shared with the worker through CUDA IPC; compared on the device
+
+
 class IsolationLevel(Choice):
     AUTO = "auto"  # the strongest one this machine offers
     BWRAP = "bwrap"
@@ -99,10 +116,19 @@ class SelectorChoice(Choice):
 
 
 def option(
-    default: Any = MISSING, *, help: str, flag: str | None = None, minimum: float | None = None, factory: Any = MISSING
+    default: Any = MISSING,
+    *,
+    help: str,
+    flag: str | None = None,
+    minimum: float | None = None,
+    above: float | None = None,
+    factory: Any = MISSING,
+    choices: str | None = None,
 ) -> Any:
-    """A dataclass field that is a user-facing option: its default, its help, and its flag when not `--field-name`."""
-    metadata = {"help": help, "flag": flag, "min": minimum}
+    """A dataclass field that is a user-facing option: its default, its help, and its flag when not `--field-name`.
+    `minimum` is the smallest value accepted; `above` a bound the value must exceed (a timeout of 0 is no timeout);
+    `choices` names a registry whose entries are the accepted values (known where it is filled: `backends`)."""
+    metadata = {"help": help, "flag": flag, "min": minimum, "above": above, "choices": choices}
     if factory is not MISSING:
         return field(default_factory=factory, metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -120,6 +146,18 @@ def flag_of(f: dataclasses.Field) -> str:
 def key_of(f: dataclasses.Field) -> str:
     """The name a user writes for the field outside the command line (a manifest key): the flag without dashes."""
     return flag_of(f).split("/")[0].lstrip("-").replace("-", "_")
+
+
+def option_leaves(kind: type, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], dataclasses.Field, Any]]:
+    """Every option field of a record and of the records it holds, in declaration order, as (the names of the
+    records above it, the field, its value type)."""
+    hints = typing.get_type_hints(kind)
+    for f in dataclasses.fields(kind):
+        hint = value_type(hints[f.name])
+        if dataclasses.is_dataclass(hint):
+            yield from option_leaves(hint, (*path, f.name))
+        elif is_option(f):
+            yield path, f, hint
 
 
 def default_of(f: dataclasses.Field) -> Any:
@@ -141,8 +179,10 @@ class EvalConfig:
     device: Device = option(
         Device.AUTO, help="Where candidates run: auto (the problem's device when one is visible), cpu or cuda."
     )
-    timeout: float = option(180.0, help="Wall-clock seconds for each sandboxed process.")
-    backend: str | None = option(None, help="triton, cuda, cpp or torch (detected from the source when omitted).")
+    timeout: float = option(180.0, above=0, help="Wall-clock seconds for each sandboxed process.")
+    backend: str | None = option(
+        None, choices="backends", help="The candidate's backend (detected from the source when omitted)."
+    )
     min_gain: float = option(0.02, help="Accept as faster only when the 95% interval's low end clears 1 + MIN_GAIN.")
     sanity_speedup: float = option(
         10.0,
@@ -175,6 +215,17 @@ class EvalConfig:
             "GB of host memory one evaluation may use; a problem needing more "
             "is refused before it runs (default: what this host has available)."
         ),
+    )
+    gpu_data: GpuData = option(
+        GpuData.HOST,
+        help="On a GPU, where timed calls' data lives: host (copied in the worker per call) or device "
+        "(trusted device buffers shared through CUDA IPC, compared on the device; not yet proven on a GPU).",
+    )
+    device_memory_budget: float | None = option(
+        None,
+        minimum=0.1,
+        help="GB of device memory one --gpu-data device evaluation may use; a problem needing more is refused "
+        "before it runs (default: the device's free memory).",
     )
 
 
@@ -227,14 +278,46 @@ def check_known_fields(kind: type, data: Any, what: str) -> None:
         raise ValueError(f"unknown {what} field(s): {', '.join(sorted(unknown))}")
 
 
-def from_json(kind: type, data: dict[str, Any]) -> Any:
-    """The record `to_json` wrote, each value turned back into its field's type; unknown keys are ignored."""
+def from_json(kind: type, data: dict[str, Any], strict: str = "") -> Any:
+    """The record `to_json` wrote, each value turned back into its field's type. Unknown keys are ignored,
+    unless `strict` names what is decoded: then unknown keys and values that do not match their field's
+    annotation are errors that say so (stored verdicts come back from the database and from Ray workers)."""
+    if strict:
+        check_known_fields(kind, data, strict)
     hints = typing.get_type_hints(kind)
     values = {}
     for f in dataclasses.fields(kind):
         if f.init and f.name in data:
+            if strict and not conforms(hints[f.name], data[f.name]):
+                raise TypeError(f"{strict} field {f.name!r} has the wrong type ({type(data[f.name]).__name__})")
             values[f.name] = _typed(hints[f.name], data[f.name])
     return kind(**values)
+
+
+def conforms(hint: Any, value: Any) -> bool:
+    """Whether a JSON value can stand for a field annotated `hint` (plain types, enums by value, optional,
+    lists and string-keyed dicts of them; `Any` takes anything)."""
+    if hint is Any:
+        return True
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, UnionType):
+        return any(conforms(a, value) for a in args)
+    if hint is type(None):
+        return value is None
+    if origin is list:
+        return isinstance(value, list) and all(conforms(args[0], v) for v in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(isinstance(k, str) and conforms(args[1], v) for k, v in value.items())
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return value in {m.value for m in hint}
+    if dataclasses.is_dataclass(hint):
+        fields = typing.get_type_hints(hint)
+        return isinstance(value, dict) and all(k in fields and conforms(fields[k], v) for k, v in value.items())
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint in (int, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(hint, type) and isinstance(value, hint)
 
 
 def _typed(hint: Any, value: Any) -> Any:

@@ -32,6 +32,41 @@ def cpu_name() -> str:
     return platform.processor() or "cpu"
 
 
+@functools.cache
+def compiler() -> str | None:
+    """The first line of `gcc --version`: the C++ backend's compiler (None where there is none)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["gcc", "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.splitlines()[0].strip() if out.strip() else None
+
+
+def driver(device: str) -> str | None:
+    """The CUDA driver's version on a GPU (None on a CPU, or where torch cannot say)."""
+    if device != "cuda" or not torch.cuda.is_available():
+        return None
+    try:
+        version = torch._C._cuda_getDriverVersion()  # e.g. 12040
+    except (AttributeError, RuntimeError):
+        return None
+    return f"{version // 1000}.{version % 1000 // 10}"
+
+
+def clock_mhz(device: str) -> float | None:
+    """The device's top clock where the machine says (a CPU's cpufreq maximum, a GPU's clock rate), else None."""
+    if device == "cuda" and torch.cuda.is_available():
+        rate = getattr(torch.cuda.get_device_properties(0), "clock_rate", None)  # kHz, where torch exposes it
+        return round(rate / 1000, 1) if rate else None
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") as handle:
+            return round(int(handle.read().strip()) / 1000, 1)
+    except (OSError, ValueError):
+        return None
+
+
 def device_name(device: str) -> str:
     if device == "cuda" and torch.cuda.is_available():
         return torch.cuda.get_device_name(0)
@@ -48,4 +83,7 @@ def fingerprint(device: str, threads: int) -> dict[str, Any]:
         "kernel_agent": __version__,
         "threads": threads,
         "platform": platform.platform(),
+        "compiler": compiler(),
+        "driver": driver(device),
+        "clock_mhz": clock_mhz(device),
     }

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-from kernel_agent.core.config import check_known_fields
+from kernel_agent.core.config import from_json
 from kernel_agent.core.text import clean, clean_nested
 
 
@@ -26,28 +26,54 @@ class Status(str, Enum):
     FLAGGED = (
         "flagged"  # correct and measured faster, but something needs a human (sanity bound, roofline floor, clocks)
     )
-    INCORRECT = "incorrect"
-    COMPILE_ERROR = "compile_error"
-    RUNTIME_ERROR = "runtime_error"
-    TIMEOUT = "timeout"
-    CRASHED = "crashed"
+    INCORRECT = "incorrect"  # an output, its shape, dtype or device, or an input it changed failed the checks
+    COMPILE_ERROR = "compile_error"  # it does not parse, import or build, or defines no entry point
+    RUNTIME_ERROR = "runtime_error"  # it raised while called (or the baseline failed beside it)
+    TIMEOUT = "timeout"  # a sandboxed process ran past --timeout
+    CRASHED = "crashed"  # the worker died: a signal, exit(), out of memory, disk quota, a lost Ray worker
     REJECTED = "rejected"  # broke a harness rule, or the problem cannot be evaluated here
 
     def __str__(self) -> str:
         return self.value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
 
 
 STATUSES = tuple(s.value for s in Status)
 PASSING = (Status.FASTER.value, Status.CORRECT.value, Status.FLAGGED.value)
 
 
+class RefusalKind(str, Enum):
+    """Why an evaluation was refused before it could judge the candidate (the loop reads the kind)."""
+
+    TOO_LARGE = "too_large"  # the problem's working set cannot fit this machine's (or device's) memory
+    UNSIZABLE = "unsizable"  # its working set cannot even be sized
+    BUSY = "busy"  # others took too much of the timing cores: no number would mean anything
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A refusal with its numbers: what the evaluation needed, what there was, of which memory."""
+
+    kind: RefusalKind
+    needed_bytes: int | None = None
+    available_bytes: int | None = None
+    memory: str = ""  # "host" or "device" (too_large)
+    share: float | None = None  # the share of the timing cores others took (busy)
+
+
 class StatusError(Exception):
     """Ends an evaluation (or one stage of it) with a verdict status and a one-line reason."""
 
-    def __init__(self, status: str, reason: str) -> None:
+    def __init__(self, status: Status, reason: str, refusal: Refusal | None = None) -> None:
         super().__init__(reason)
-        self.status = Status(status).value
+        self.status = Status(status)  # a worker's reply names its status as text: checked against the type here
         self.reason = reason
+        self.refusal = refusal
 
 
 # Text fields cleaned on every assignment: (length limit, keep newlines).
@@ -60,13 +86,14 @@ _TEXT_FIELDS = {
     "isolation": (1000, False),
 }
 _NESTED_FIELDS = ("flags", "checks", "static", "timing", "profile")
+FOLLOWS_STATUS = ("correct",)  # fields set from the status alone
 
 
 @dataclass
 class Verdict:
-    status: str
+    status: Status
     reason: str = ""
-    correct: bool = False
+    correct: bool = False  # always `status in PASSING` (set with the status; kept in the stored JSON)
     speedup: float | None = None
     speedup_ci: list[float] | None = None
     problem: str = ""
@@ -91,6 +118,7 @@ class Verdict:
     accounting: dict[str, Any] | None = (
         None  # CPU time per phase of each side's sandbox, read from outside its processes
     )
+    refusal: Refusal | None = None  # set when the evaluation was refused before judging (kind and numbers)
 
     @property
     def elapsed(self) -> float:
@@ -101,11 +129,18 @@ class Verdict:
         if name in _TEXT_FIELDS and isinstance(value, str):
             limit, keep_newlines = _TEXT_FIELDS[name]
             value = clean(value, limit, keep_newlines=keep_newlines)
+        if name == "status":
+            value = _status(value)
+        if name in FOLLOWS_STATUS and "status" in self.__dict__:
+            value = self.status in PASSING  # the two never disagree (an audit failing after the checks passed)
         object.__setattr__(self, name, value)
+        if name == "status":
+            object.__setattr__(self, "correct", value in PASSING)
 
     def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"unknown verdict status {self.status!r}")
+        if self.speedup_ci is not None and len(self.speedup_ci) != 2:
+            raise TypeError("verdict field 'speedup_ci' must be an interval of two ends")
+        object.__setattr__(self, "correct", self.status in PASSING)
         self.sanitize()
 
     def sanitize(self) -> Verdict:
@@ -127,50 +162,18 @@ class Verdict:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
         """Decode a stored verdict strictly: unknown keys and wrong types are errors."""
-        check_known_fields(cls, data, "verdict")
-        if not isinstance(data.get("status"), str):
+        if isinstance(data, dict) and "status" not in data:
             raise ValueError("verdict has no status")
-        for name, value in data.items():
-            if not _FIELD_CHECKS[name](value):
-                raise TypeError(f"verdict field {name!r} has the wrong type ({type(value).__name__})")
-        return cls(**data)
+        if isinstance(data, dict) and isinstance(data["status"], str):
+            _status(data["status"])  # an unknown status says so, not just "wrong type"
+        return from_json(cls, data, strict="verdict")
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _opt_interval(value: Any) -> bool:
-    return value is None or (isinstance(value, list) and len(value) == 2 and all(_number(v) for v in value))
-
-
-def _dict_list(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(v, dict) for v in value)
-
-
-_FIELD_CHECKS: dict[str, Any] = {
-    "status": lambda v: isinstance(v, str),
-    "reason": lambda v: isinstance(v, str),
-    "correct": lambda v: isinstance(v, bool),
-    "speedup": lambda v: v is None or _number(v),
-    "speedup_ci": _opt_interval,
-    "problem": lambda v: isinstance(v, str),
-    "backend": lambda v: isinstance(v, str),
-    "device": lambda v: isinstance(v, str),
-    "isolation": lambda v: isinstance(v, str),
-    "interpreted": lambda v: isinstance(v, bool),
-    "flags": lambda v: isinstance(v, list) and all(isinstance(f, str) for f in v),
-    "checks": _dict_list,
-    "timing": lambda v: v is None or isinstance(v, dict),
-    "static": _dict_list,
-    "tolerances": lambda v: isinstance(v, dict),
-    "environment": lambda v: isinstance(v, dict),
-    "durations": lambda v: isinstance(v, dict) and all(_number(d) for d in v.values()),
-    "candidate_output": lambda v: isinstance(v, str),
-    "profile": lambda v: v is None or isinstance(v, dict),
-    "roofline": lambda v: v is None or isinstance(v, dict),
-    "accounting": lambda v: v is None or isinstance(v, dict),
-}
+def _status(value: Any) -> Status:
+    try:
+        return Status(value)
+    except ValueError:
+        raise ValueError(f"unknown verdict status {value!r}") from None
 
 
 def _json_default(value: Any) -> Any:

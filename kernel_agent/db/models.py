@@ -91,6 +91,8 @@ class RunRow(Base):
     model: Mapped[str | None] = mapped_column(String(200), nullable=True)
     options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     note: Mapped[str] = mapped_column(Text, default="")
+    # "BASE_URL MODEL" -> propose.endpoint.EndpointRules.to_json(): what each endpoint was learned to accept
+    endpoint_rules: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     kernels: Mapped[list[RunKernelRow]] = relationship(back_populates="run", order_by="RunKernelRow.id")
 
 
@@ -183,6 +185,10 @@ class LLMCallRow(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     cached: Mapped[bool] = mapped_column(Boolean, default=False)
     attempts: Mapped[int] = mapped_column(Integer, default=1)
+    reasoning: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)  # one thought per reply, never parsed
+    reasoning_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    notes: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)  # a cut stream, a shrunk prompt, ...
+    templates: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # template name -> sha256 (0007)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
@@ -247,3 +253,24 @@ class TuningTimeRow(Base):
     baseline_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     reason: Mapped[str] = mapped_column(Text, default="")
     measured_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class E2ERunRow(Base):
+    """A package's kernels swapped into a model (issue 37, `kernel-agent e2e`): whether the outputs held, the
+    model's forward-pass speedup with its interval, and per op the micro speedup and share of model time."""
+
+    __tablename__ = "e2e_runs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    package: Mapped[str] = mapped_column(Text)
+    package_name: Mapped[str] = mapped_column(String(200))
+    format: Mapped[str] = mapped_column(String(20))
+    recipe: Mapped[str] = mapped_column(Text)
+    device: Mapped[str] = mapped_column(String(10))
+    status: Mapped[str] = mapped_column(String(20))  # timed, mismatch, not_timed
+    reason: Mapped[str] = mapped_column(Text, default="")
+    speedup: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ci_low: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ci_high: Mapped[float | None] = mapped_column(Float, nullable=True)
+    run_ids: Mapped[list[Any]] = mapped_column(JSON, default=list)  # the runs the package's certificates name
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

@@ -21,10 +21,11 @@ from kernel_agent.db.models import (
     RunRow,
 )
 from kernel_agent.db.references import points_seen_by
-from kernel_agent.db.review_reads import kernel_review, run_kernels
+from kernel_agent.db.review_reads import KernelRecord, kernel_review, run_kernels
 from kernel_agent.db.session import Database
 from kernel_agent.measure import fast_p
-from kernel_agent.measure.relative import over_baseline, speedup_vs_json
+from kernel_agent.measure.of_record import NumberOfRecord, Reading, of_record, relative
+from kernel_agent.measure.relative import speedup_vs_json
 
 VERIFIED = (Status.FASTER.value, Status.CORRECT.value)  # what fast_p counts; a flagged candidate waits for a human
 
@@ -46,6 +47,8 @@ def list_runs(db: Database) -> list[dict[str, Any]]:
 
 
 def run_detail(db: Database, run_id: int) -> dict[str, Any] | None:
+    # Each kernel's number of record and waiting review, from its candidates as review and the report read them.
+    records = {(k.name, k.device): k for k in run_kernels(db, run_id)}
     with db.session() as session:
         run = session.get(RunRow, run_id)
         if run is None:
@@ -66,8 +69,8 @@ def run_detail(db: Database, run_id: int) -> dict[str, Any] | None:
             )
             if unparseable:
                 statuses["unparseable"] = unparseable
-            record, evaluation = of_record(session, k)
-            ci = [evaluation.ci_low, evaluation.ci_high] if evaluation and evaluation.ci_low is not None else None
+            record = records[(k.problem.name, k.device)]
+            number = record.number()
             references = kernel_references(db, session, k)
             kernels.append(
                 {
@@ -76,16 +79,14 @@ def run_detail(db: Database, run_id: int) -> dict[str, Any] | None:
                     "status": k.status,
                     "reason": k.reason,
                     "rounds": k.rounds_done,
-                    "baseline_ms": k.baseline_ms,
-                    "best_ms": k.best_ms,
-                    "speedup": k.best_speedup,
-                    "speedup_ci": ci,
+                    **times_of_record(number, k.baseline_ms),
                     "best_candidate": k.best_candidate_id,
-                    "record_candidate": record,
+                    **number_json(number),
                     "statuses": dict(statuses),
                     "references": references,
-                    "speedup_vs": speedup_vs_json(over_baseline(k.best_speedup, ci, "no best candidate"), references),
-                    "best_verified_speedup": best_verified(session, k, record, evaluation),
+                    "speedup_vs": speedup_vs_json(relative(number), references),
+                    "best_verified_speedup": best_verified(record, number),
+                    "review": kernel_review(record, db),
                 }
             )
         tokens = session.execute(
@@ -94,9 +95,11 @@ def run_detail(db: Database, run_id: int) -> dict[str, Any] | None:
                 func.coalesce(func.sum(LLMCallRow.completion_tokens), 0),
                 func.coalesce(func.sum(LLMCallRow.cost_usd), 0.0),
                 func.count(LLMCallRow.id),
+                func.coalesce(func.sum(LLMCallRow.reasoning_tokens), 0),
             ).where(LLMCallRow.run_id == run_id)
         ).one()
-        detail = {
+        wins = sum(k["statuses"].get(Status.FASTER.value, 0) for k in kernels)
+        return {
             "run_id": run.id,
             "started": run.started_at.isoformat(timespec="seconds"),
             "finished": run.finished_at.isoformat(timespec="seconds") if run.finished_at else None,
@@ -111,14 +114,37 @@ def run_detail(db: Database, run_id: int) -> dict[str, Any] | None:
                 "calls": tokens[3],
                 "prompt_tokens": tokens[0],
                 "completion_tokens": tokens[1],
+                "reasoning_tokens": tokens[4],  # part of completion_tokens
                 "cost_usd": tokens[2],
+                **per_win(tokens[0] + tokens[1], tokens[2], wins),
             },
         }
-    # A flagged candidate that beats every accepted one, with its latest review decision (read now, not at run time).
-    reviews = {(k.name, k.device): kernel_review(k, db) for k in run_kernels(db, run_id)}
-    for kernel in kernels:
-        kernel["review"] = reviews.get((kernel["name"], kernel["device"]))
-    return detail
+
+
+def number_json(number: NumberOfRecord | None) -> dict[str, Any]:
+    """`speedup`, `speedup_ci`, `record_candidate`, `early_look` and `pending` of a kernel's number of record."""
+    if number is None:
+        return {"speedup": None, "speedup_ci": None, "record_candidate": None, "early_look": None, "pending": None}
+    return number.to_json()
+
+
+def times_of_record(number: NumberOfRecord | None, baseline_ms: float | None) -> dict[str, float | None]:
+    """`baseline_ms` and `best_ms` from the number of record's own A/B run (their ratio is its speedup); without
+    one (no best, or withheld), the baseline's own time and no best time."""
+    quoted = number.quoted if number is not None else None
+    if quoted is None or quoted.candidate_ms is None:
+        return {"baseline_ms": baseline_ms, "best_ms": None}
+    return {"baseline_ms": quoted.baseline_ms or baseline_ms, "best_ms": quoted.candidate_ms}
+
+
+def per_win(tokens: int, cost_usd: float, wins: int) -> dict[str, Any]:
+    """What one verified win (a candidate verified and timed `faster`) cost the run in LLM dollars and tokens;
+    None per win while there is none."""
+    return {
+        "verified_wins": wins,
+        "usd_per_win": cost_usd / wins if wins else None,
+        "tokens_per_win": tokens / wins if wins else None,
+    }
 
 
 def list_candidates(db: Database, run_id: int | None = None, kernel: str | None = None) -> list[dict[str, Any]]:
@@ -133,10 +159,32 @@ def list_candidates(db: Database, run_id: int | None = None, kernel: str | None 
         if kernel is not None:
             query = query.where(ProblemRow.name == kernel)
         rows = session.execute(query.order_by(CandidateRow.id)).all()
-        return [candidate_summary(c, e, name) for c, e, name in rows]
+        numbers = numbers_of(session, [(c, e) for c, e, _ in rows])
+        return [candidate_summary(c, e, name, numbers.get(c.id)) for c, e, name in rows]
 
 
-def candidate_summary(c: CandidateRow, e: EvaluationRow | None, kernel: str) -> dict[str, Any]:
+def numbers_of(session: Session, rows: list[tuple[CandidateRow, EvaluationRow | None]]) -> dict[int, NumberOfRecord]:
+    """The number of record of each evaluated candidate in `rows`, from the re-timings among them (a re-timing
+    shares its parent's run and kernel, so any filter of rows by those keeps both) and each kernel's best."""
+    kernels = {c.run_kernel_id for c, _ in rows}
+    bests = set(session.scalars(select(RunKernelRow.best_candidate_id).where(RunKernelRow.id.in_(kernels))).all())
+    retimes: dict[int, list[Reading]] = {}
+    for c, e in rows:
+        if c.origin == RETIME and c.parent_id is not None and e is not None:
+            retimes.setdefault(c.parent_id, []).append(Reading.stored(c.id, e))
+    return {
+        c.id: of_record(Reading.stored(c.id, e), retimes.get(c.id, []), best=c.id in bests)
+        for c, e in rows
+        if e is not None
+    }
+
+
+def candidate_summary(
+    c: CandidateRow, e: EvaluationRow | None, kernel: str, number: NumberOfRecord | None = None
+) -> dict[str, Any]:
+    """One candidate; its speedup, interval and time are its number of record (the best's faster re-timing, the
+    early look labelled beside it), else its own evaluation's."""
+    quoted = number.quoted if number is not None else None
     return {
         "id": c.id,
         "run_id": c.run_id,
@@ -147,9 +195,8 @@ def candidate_summary(c: CandidateRow, e: EvaluationRow | None, kernel: str) -> 
         "note": c.note,
         "status": e.status if e else ("unparseable" if c.parse_error else "pending"),
         "reason": e.reason if e else (c.parse_error or ""),
-        "speedup": e.speedup if e else None,
-        "speedup_ci": [e.ci_low, e.ci_high] if e and e.ci_low is not None else None,
-        "candidate_ms": e.candidate_ms if e else None,
+        **number_json(number),
+        "candidate_ms": quoted.candidate_ms if quoted else None,
         "source_hash": c.source_hash,
     }
 
@@ -161,7 +208,13 @@ def candidate_detail(db: Database, candidate_id: int) -> dict[str, Any] | None:
             return None
         evaluation = candidate.evaluation
         kernel = session.get(ProblemRow, candidate.problem_id)
-        data = candidate_summary(candidate, evaluation, kernel.name if kernel else "?")
+        retimes = session.execute(
+            select(CandidateRow, EvaluationRow)
+            .join(EvaluationRow, EvaluationRow.candidate_id == CandidateRow.id)
+            .where(CandidateRow.origin == RETIME, CandidateRow.parent_id == candidate_id)
+        ).all()
+        number = numbers_of(session, [(candidate, evaluation), *((c, e) for c, e in retimes)]).get(candidate_id)
+        data = candidate_summary(candidate, evaluation, kernel.name if kernel else "?", number)
         data.update(
             {
                 "source": candidate.source.text if candidate.source else None,
@@ -169,9 +222,25 @@ def candidate_detail(db: Database, candidate_id: int) -> dict[str, Any] | None:
                 "diff_parent": candidate.diff_parent,
                 "verdict": evaluation.verdict if evaluation else None,
                 "llm_call_id": candidate.llm_call_id,
+                "reasoning": reasoning_of(session, candidate),
             }
         )
         return data
+
+
+def reasoning_of(session: Session, candidate: CandidateRow) -> str | None:
+    """The thought behind a candidate: its LLM call's reasoning for the reply that held its source (or its
+    reason), None when the call kept none."""
+    call = session.get(LLMCallRow, candidate.llm_call_id) if candidate.llm_call_id is not None else None
+    thoughts = list(call.reasoning or []) if call is not None else []
+    if not any(thoughts):
+        return None
+    replies = list(call.responses or [])
+    source = candidate.source.text if candidate.source else None
+    for index, reply in enumerate(replies):
+        if index < len(thoughts) and source is not None and source.strip() in reply:
+            return thoughts[index]
+    return thoughts[0] if len(thoughts) == 1 or source is None else None
 
 
 def kernel_references(db: Database, session: Session, kernel: RunKernelRow) -> dict[str, dict[str, Any]]:
@@ -188,50 +257,18 @@ def kernel_references(db: Database, session: Session, kernel: RunKernelRow) -> d
     return points_seen_by(db, kernel.problem.content_hash, environment)
 
 
-def of_record(session: Session, kernel: RunKernelRow) -> tuple[int | None, EvaluationRow | None]:
-    """The candidate and evaluation behind a kernel's number of record: its best's newest re-timing when that
-    read `faster` too (as optimize/search_state.py `of_record` chose), else the best's own evaluation."""
-    if kernel.best_candidate_id is None:
-        return None, None
-    retimed = session.execute(
-        select(CandidateRow.id, EvaluationRow)
-        .join(EvaluationRow, EvaluationRow.candidate_id == CandidateRow.id)
-        .where(
-            CandidateRow.run_kernel_id == kernel.id,
-            CandidateRow.origin == RETIME,
-            CandidateRow.parent_id == kernel.best_candidate_id,
-            EvaluationRow.status == Status.FASTER.value,
-        )
-        .order_by(CandidateRow.id.desc())
-        .limit(1)
-    ).first()
-    if retimed is not None:
-        return retimed[0], retimed[1]
-    best = session.get(CandidateRow, kernel.best_candidate_id)
-    return kernel.best_candidate_id, best.evaluation if best is not None else None
-
-
-def best_verified(
-    session: Session, kernel: RunKernelRow, record_id: int | None, record: EvaluationRow | None
-) -> float | None:
-    """The best point speedup among a kernel's verified candidates (measurements, the baseline's A/A run and a
-    re-timing, are not candidates), with the best's early look replaced by its number of record (`of_record`)
-    when a re-timing read faster too: fast_p then counts what the run's table shows, not the winner's curse of an
-    early stop."""
-    retimed = record is not None and record_id != kernel.best_candidate_id
-    query = (
-        select(func.max(EvaluationRow.speedup))
-        .join(CandidateRow)
-        .where(
-            CandidateRow.run_kernel_id == kernel.id,
-            CandidateRow.origin.not_in(MEASUREMENTS),
-            EvaluationRow.status.in_(VERIFIED),
-        )
-    )
-    if retimed:
-        query = query.where(CandidateRow.id != kernel.best_candidate_id)
-    found = [v for v in (session.scalar(query), record.speedup if retimed else None) if v is not None]
-    return max(found) if found else None
+def best_verified(kernel: KernelRecord, number: NumberOfRecord | None) -> float | None:
+    """What fast_p counts for a kernel: its number of record when its best was accepted (a withheld early look
+    at its interval's low end, the most it establishes), else the best point speedup among its verified
+    candidates (`correct`: a kernel with no accepted candidate; measurements are not candidates)."""
+    if number is not None and number.variant.status == Status.FASTER.value:
+        return number.lower_bound
+    found = [
+        c.speedup
+        for c in kernel.candidates
+        if c.origin not in MEASUREMENTS and c.status in VERIFIED and c.speedup is not None
+    ]
+    return max(found, default=None)
 
 
 def run_metrics(kernels: list[dict[str, Any]]) -> fast_p.RunMetrics:

@@ -14,8 +14,10 @@ from typing import Any
 
 from sqlalchemy import select
 
+from kernel_agent.core.verdict import Status
 from kernel_agent.db.models import (
     MEASUREMENTS,
+    RETIME,
     CandidateRow,
     EvaluationRow,
     ProblemRow,
@@ -25,6 +27,7 @@ from kernel_agent.db.models import (
     SourceRow,
 )
 from kernel_agent.db.session import Database, resolve_url
+from kernel_agent.measure.of_record import NumberOfRecord, Reading, of_record
 
 SHIPPABLE = ("faster", "flagged")
 
@@ -104,6 +107,25 @@ class KernelRecord:
     baseline_source: str
     candidates: list[CandidateRecord] = field(default_factory=list)
     device: str = "auto"  # the device the run named for this kernel (a run with --device cpu,cuda has a row each)
+
+    @property
+    def best(self) -> CandidateRecord | None:
+        return next((c for c in self.candidates if c.id == self.best_candidate_id), None)
+
+    def number_of(self, c: CandidateRecord) -> NumberOfRecord:
+        """The number of record of one of this kernel's candidates (measure/of_record.py): its newest evaluated
+        re-timing decides for it; the best's wide early look waits for one."""
+        retimes = [
+            Reading.stored(r.id, r)
+            for r in self.candidates
+            if r.origin == RETIME and r.parent_id == c.id and r.evaluated_at is not None
+        ]
+        return of_record(Reading.stored(c.id, c), retimes, best=c.id == self.best_candidate_id)
+
+    def number(self) -> NumberOfRecord | None:
+        """The kernel's number of record: its best's (None without a best)."""
+        best = self.best
+        return self.number_of(best) if best is not None else None
 
 
 def resolve_run(db: Database, run: str) -> int | None:
@@ -313,11 +335,11 @@ def awaiting_review(kernel: KernelRecord) -> CandidateRecord | None:
         return c.decision is not None and c.decision.decision == "reject"
 
     live = [c for c in kernel.candidates if c.origin not in MEASUREMENTS and not rejected(c)]
-    flagged = [c for c in live if c.status == "flagged"]
+    flagged = [c for c in live if c.status == Status.FLAGGED]
     if not flagged:
         return None
     best = max(flagged, key=lambda c: (c.speedup or 0.0, -c.id))
-    accepted = [c.speedup or 0.0 for c in live if c.status == "faster"]
+    accepted = [c.speedup or 0.0 for c in live if c.status == Status.FASTER]
     return None if accepted and max(accepted) >= (best.speedup or 0.0) else best
 
 

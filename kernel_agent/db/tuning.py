@@ -16,7 +16,6 @@ from kernel_agent.db.writes import insert_if_absent
 from kernel_agent.tune.records import (
     ConfigTime,
     Stage,
-    TunedConfig,
     config_key,
     parse_config,
     parse_shape,
@@ -119,16 +118,3 @@ def tuned_variants(db: Database, problem_hash: str) -> list[VariantKey]:
             .order_by(TuningTimeRow.variant_hash)
         ).all()
     return [VariantKey(r[0], problem_hash, r[1], r[2], r[3]) for r in rows]
-
-
-def tuned_configs(db: Database, key: VariantKey, names: tuple[str, ...]) -> list[TunedConfig]:
-    """The variant's per-shape config table on this device: each tuned shape's fastest config (an exporter's
-    input; `names` label the shape's dimensions)."""
-    from kernel_agent.select.table import GroundTruth
-
-    table = GroundTruth.from_rows(stored_times(db, key))
-    return [
-        TunedConfig(dict(zip(names, shape)), parse_config(best), table.times[shape][best])
-        for shape in table.shapes
-        if (best := table.best(shape)) is not None
-    ]

@@ -169,6 +169,14 @@ def reopen_run(db: Database, run_id: int) -> None:
         run.status, run.finished_at = "running", None
 
 
+def replace_plan(db: Database, run_id: int, options: dict[str, Any]) -> None:
+    """Store the plan a resume changed (an option typed again), so a later resume keeps it."""
+    with db.write() as session:
+        run = session.get(RunRow, run_id)
+        assert run is not None
+        run.options = options
+
+
 def retry_kernels(db: Database, run_id: int, statuses: frozenset[str]) -> int:
     """Set a run's kernels that ended with one of `statuses` back to pending (and the run to running), so a resume
     runs them again. Their stored rows stay: each earlier baseline becomes a measurement (no dedup hash), so the
@@ -299,10 +307,27 @@ def add_llm_call(db: Database, call: LLMCall, run_id: int | None, run_kernel_id:
             error=None if call.error is None else clean(call.error, 2000),
             cached=call.cached,
             attempts=call.attempts,
+            reasoning=list(call.reasoning_texts) or None,
+            reasoning_tokens=call.reasoning_tokens,
+            notes=[clean(note, 400) for note in call.notes] or None,
+            templates=dict(call.templates) or None,
         )
         session.add(row)
+        if call.endpoint_rules is not None and run_id is not None:
+            run = session.get(RunRow, run_id)
+            if run is not None:  # a new dict: the JSON column sees the change
+                key = f"{call.base_url} {call.model}"
+                run.endpoint_rules = {**(run.endpoint_rules or {}), key: call.endpoint_rules}
         session.flush()
         return row.id
+
+
+def endpoint_rules(db: Database, run_id: int, base_url: str, model: str) -> dict[str, Any] | None:
+    """What a run learned its endpoint (base URL, model) accepts, for a resumed run to start from."""
+    with db.session() as session:
+        run = session.get(RunRow, run_id)
+        rules = (run.endpoint_rules or {}) if run is not None else {}
+        return rules.get(f"{base_url.rstrip('/')} {model}")
 
 
 def cached_call(db: Database, prompt_hash: str) -> LLMCall | None:
@@ -331,6 +356,9 @@ def row_to_call(row: LLMCallRow) -> LLMCall:
         error=row.error,
         cached=row.cached,
         attempts=row.attempts,
+        reasoning_texts=list(row.reasoning or []),
+        reasoning_tokens=row.reasoning_tokens or 0,
+        notes=list(row.notes or []),
     )
 
 

@@ -27,6 +27,7 @@
 from __future__ import annotations
 
 import math
+import os
 import secrets
 import threading
 from collections.abc import Callable, Iterator
@@ -37,11 +38,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from kernel_agent.core.verdict import StatusError
-from kernel_agent.evaluate.compare import Tolerance, compare, compare_same_dtype
+from kernel_agent.core.verdict import Refusal, RefusalKind, Status, StatusError
+from kernel_agent.evaluate.compare import Comparison
+from kernel_agent.evaluate.sandbox.groups import timing_cpus
 from kernel_agent.evaluate.sandbox.session import Timed, WorkerFailure, WorkerSession
+from kernel_agent.evaluate.sandbox.shm import ExpectedOutput, aligned_bytes
+from kernel_agent.measure.contention import Contention, CoreTimes, contention, core_times
 from kernel_agent.measure.sequential import LOOK_LEVEL, MIN_ROUNDS, Look, look
 from kernel_agent.measure.stats import PROCESS_EFFECT, calls_per_block, point_speedup, speedup_interval
+from kernel_agent.measure.timing_result import ShapeTiming, TimingResult
 from kernel_agent.problem.footprint import POOL_BYTES  # beyond it, each timed call draws its own inputs
 from kernel_agent.problem.oracle import CaseMaker, fresh_seed
 
@@ -56,7 +61,6 @@ TAMPER_MIN_MS = 0.02
 CORE_SLACK = 1.1  # CPU of the timed calls may exceed threads x their wall time by this factor...
 CORE_MIN_MS = {"cgroup cpu.stat": 5.0, "/proc stat ticks": 40.0}  # ...plus this (the accounting's granularity)
 THREAD_SLACK = 4  # tasks the candidate may run at once beyond the baseline's peak plus its thread budget
-LARGE_SET_BYTES = 64 << 20  # one call's inputs beyond this: audits compare with the same-dtype reference only
 REQUEST_MS = 2.0  # a request's kernel time should reach this (several calls per request for shorter kernels)...
 MAX_CALLS_PER_REQUEST = 64  # ...up to this many calls
 MAX_AUDITS_PER_BLOCK = 10
@@ -64,6 +68,9 @@ MAX_AUDITS_PER_BLOCK = 10
 # kernel on every check case (and the baseline replayed them), so compilation is done; three calls warm the
 # caches for the benchmark shape. Ten calls cost a 12 ms kernel 0.5 s of a 2 s timing phase (cpp_softmax, two
 # shapes), and a 1 s KernelBench convolution 10 s per side.
+CORES = os.cpu_count() or 1
+PINGS_PER_BLOCK = 2  # the baseline's pings before each block of each config: the floor under the records
+PING_QUANTILE = 0.1  # ...taken at their low end: a candidate's own request cannot cost less
 WARMUP_CALLS = 3
 WARMUP_SECONDS = 0.03
 
@@ -88,26 +95,27 @@ class TimingJob:
     rounds: int
     target_block_ms: float
     audit_fraction: float
-    timeout: float
-    tolerance: Callable[[str], Tolerance]
-    output_bytes: dict[Config, int]
+    judge: Callable[[list[torch.Tensor], list[torch.Tensor], str], Comparison]  # (inputs, outputs, dtype): as a check
+    expected: dict[Config, tuple[ExpectedOutput, ...]]  # each config's outputs: descriptions are held to them
     min_gain: float = 0.02
     sequential: bool = False  # stop once a look settles the decision (measure/sequential.py); `rounds` is the most
     min_rounds: int = MIN_ROUNDS
     enforce_work_budget: bool = True  # False for trusted references: their excess work is recorded, not refused
+    draw_on: str = "cpu"  # where timed inputs are drawn: "cuda" on the device data path (DESIGN.md section 18)
 
 
 @dataclass
 class Samples:
-    """Every timed call of one side: config -> round -> calls."""
+    """Every timed call of one side: config -> round -> calls; and the baseline's pings, per config."""
 
     calls: list[list[list[Timed]]] = field(default_factory=list)
+    pings: list[list[float]] = field(default_factory=list)
 
     def flat(self, config: int) -> list[Timed]:
         return [t for block in self.calls[config] for t in block]
 
 
-def measure_speedup(job: TimingJob) -> tuple[dict[str, Any], list[str]]:
+def measure_speedup(job: TimingJob) -> tuple[TimingResult, list[str]]:
     # This process stays single-threaded while blocks are timed: idle OpenMP threads spin after
     # each parallel region and would steal cores from whichever side is timed next.
     with _single_threaded():
@@ -145,7 +153,7 @@ def _failures_of(role: str) -> Iterator[None]:
     try:
         yield
     except WorkerFailure as exc:
-        status = exc.status if role == "candidate" else "runtime_error"
+        status = exc.status if role == "candidate" else Status.RUNTIME_ERROR
         prefix = "during timing" if role == "candidate" else "the baseline failed during timing"
         raise TimingFailure(status, f"{prefix}: {exc.reason}") from None
 
@@ -162,12 +170,13 @@ class Shape:
         return self.calls * self.requests
 
 
-def request_shape(per_call_ms: float, target_block_ms: float) -> Shape:
+def request_shape(per_call_ms: float, target_block_ms: float, max_calls: int = MAX_CALLS_PER_REQUEST) -> Shape:
     """Several calls per request only for kernels much shorter than a request's own overhead
     (about 0.5 ms here): the orchestrator's clock around a request must be dominated by the kernel
     for it to bound the claims (a 0.05 ms kernel under 0.5 ms of jitter-prone overhead could claim
-    anything)."""
-    calls = 1 if per_call_ms <= 0 else max(1, min(MAX_CALLS_PER_REQUEST, math.ceil(REQUEST_MS / per_call_ms)))
+    anything). Never more calls than `max_calls` (what the sized input segment holds)."""
+    most = max(1, min(MAX_CALLS_PER_REQUEST, max_calls))
+    calls = 1 if per_call_ms <= 0 else max(1, min(most, math.ceil(REQUEST_MS / per_call_ms)))
     return Shape(calls, calls_per_block(per_call_ms * calls, target_block_ms))
 
 
@@ -182,13 +191,14 @@ def _warm_up(job: TimingJob) -> list[Shape]:
                 "cmd": "warmup",
                 "min_calls": WARMUP_CALLS,
                 "min_seconds": WARMUP_SECONDS,
-                "max_seconds": job.timeout / 4,
+                "max_seconds": side.time_left() / 4,
             }
             with _failures_of(role):
                 reply = side.request({**message, **side.place(inputs)}, "warmup")
             if role == "baseline":
                 per_call_ms = 1000 * float(reply.get("seconds", 0)) / max(1, int(reply.get("calls", 1)))
-        shapes.append(request_shape(per_call_ms, job.target_block_ms / len(job.configs)))
+        fits = job.candidate.segment_capacity() // max(1, aligned_bytes(inputs))
+        shapes.append(request_shape(per_call_ms, job.target_block_ms / len(job.configs), fits))
     return shapes
 
 
@@ -207,7 +217,7 @@ class InputPlan:
 
     def draw(self) -> list[torch.Tensor]:
         shape, dtype = self.config
-        return self.job.maker.inputs(shape, dtype, "normal", fresh_seed())
+        return self.job.maker.inputs(shape, dtype, "normal", fresh_seed(), self.job.draw_on)
 
     def round(self) -> list[list[torch.Tensor]] | None:
         """The round's sets for both sides, or None when each call draws its own."""
@@ -223,7 +233,7 @@ class InputPlan:
         return {(r, i) for r in range(rounds) for i in self.rng.sample(range(per_block), count)}
 
 
-def _measure(job: TimingJob) -> tuple[dict[str, Any], list[str]]:
+def _measure(job: TimingJob) -> tuple[TimingResult, list[str]]:
     """Rounds of requests interleaved one by one: the baseline and the candidate take turns on the
     same input sets, the side that goes first swapping every request. Load, frequency and cache
     effects that drift over a block (the side timed second in a block of blocks ran about 5% faster
@@ -231,37 +241,27 @@ def _measure(job: TimingJob) -> tuple[dict[str, Any], list[str]]:
     rng = secrets.SystemRandom()
     shapes = _warm_up(job)
     plans = [InputPlan(job, config, shape, rng) for config, shape in zip(job.configs, shapes)]
+    for plan in plans:  # every layout staged on both sides before the first timed input is placed
+        for role, side in (("baseline", job.baseline), ("candidate", job.candidate)):
+            with _failures_of(role):
+                side.stage([plan.first or plan.draw()] * plan.shape.calls)
+    cores = timing_cpus(job.threads) if job.device == "cpu" else None
+    watched = _sandboxes_cpu(job), core_times(cores)
     picks = [plan.audit_picks(job.rounds) for plan in plans]
-    samples = {"baseline": Samples([[] for _ in job.configs]), "candidate": Samples([[] for _ in job.configs])}
-    sides = {"baseline": job.baseline, "candidate": job.candidate}
+    samples = {
+        "baseline": Samples([[] for _ in job.configs], [[] for _ in job.configs]),
+        "candidate": Samples([[] for _ in job.configs]),
+    }
     audited = 0
     for round_index in range(job.rounds):
         round_sets = [plan.round() for plan in plans]
         for c, plan in enumerate(plans):
-            k, blocks, fetched = plan.shape.calls, {"baseline": [], "candidate": []}, []
-            for i in range(plan.shape.requests):
-                order = ("baseline", "candidate") if (round_index + i) % 2 == 0 else ("candidate", "baseline")
-                shared = round_sets[c][i * k : (i + 1) * k] if round_sets[c] is not None else None
-                for role in order:
-                    sets = shared if shared is not None else [plan.draw() for _ in range(k)]
-                    with _failures_of(role):
-                        timed = sides[role].timed_calls(sets, integrity=i == plan.shape.requests - 1)
-                        if role == "candidate":
-                            for j in range(k):
-                                if (round_index, i * k + j) in picks[c]:
-                                    fetched.append(
-                                        (sets[j], sides[role].read(timed.outputs[j], job.output_bytes[job.configs[c]]))
-                                    )
-                    if sum(claims(timed, job.device)) > timed.trusted_ms + CLAIM_SLACK_MS:
-                        raise TimingFailure(
-                            "rejected",
-                            f"{role} claimed {sum(claims(timed, job.device)):.2f} ms for "
-                            f"calls that took {timed.trusted_ms:.2f} ms (forged timer)",
-                        )
-                    blocks[role].append(timed)
+            with _failures_of("baseline"):  # the floor under every record: what the least request costs
+                samples["baseline"].pings[c] += [job.baseline.ping() for _ in range(PINGS_PER_BLOCK)]
+            blocks, fetched = _one_block(job, plan, round_index, round_sets[c], picks[c], audited)
             for role, block in blocks.items():
                 samples[role].calls[c].append(block)
-            _check_audits(job, fetched, job.configs[c][1], audited, plan.set_bytes > LARGE_SET_BYTES)
+            _check_audits(job, fetched, job.configs[c][1], audited)
             audited += len(fetched)
         del round_sets
         stop = _early_look(job, samples, round_index + 1)
@@ -270,7 +270,73 @@ def _measure(job: TimingJob) -> tuple[dict[str, Any], list[str]]:
     inputs = [
         "drawn per round, the same for both sides" if plan.shared else "drawn per call, for each side" for plan in plans
     ]
-    return _summarize(job, samples, shapes, audited, inputs, stop)
+    busy = _contention(job, watched, cores)
+    return _summarize(job, samples, shapes, audited, inputs, stop, busy)
+
+
+Fetched = list[tuple[list[torch.Tensor], list[torch.Tensor]]]  # audited calls: their inputs and outputs read
+
+
+def _one_block(
+    job: TimingJob, plan: InputPlan, round_index: int, shared_sets: list | None, picks: set, audited: int
+) -> tuple[dict[str, list[Timed]], Fetched]:
+    """One block of requests for one config, sides alternating which goes first; the audited calls'
+    outputs are read from the frozen candidate as they happen."""
+    k, blocks, fetched = plan.shape.calls, {"baseline": [], "candidate": []}, []
+    sides = {"baseline": job.baseline, "candidate": job.candidate}
+    expected = job.expected[plan.config]
+    for i in range(plan.shape.requests):
+        order = ("baseline", "candidate") if (round_index + i) % 2 == 0 else ("candidate", "baseline")
+        shared = shared_sets[i * k : (i + 1) * k] if shared_sets is not None else None
+        for role in order:
+            sets = shared if shared is not None else [plan.draw() for _ in range(k)]
+            audits = [j for j in range(k) if role == "candidate" and (round_index, i * k + j) in picks]
+            with _failures_of(role):
+                timed = sides[role].timed_calls(
+                    sets, integrity=i == plan.shape.requests - 1, watched={j: expected for j in audits}
+                )
+                for j in audits:
+                    _audit_inputs(sides[role], timed, j, sets[j], audited + len(fetched) + 1)
+                    fetched.append((sets[j], sides[role].read(timed.outputs[j], expected)))
+            claimed = sum(claims(timed, job.device))
+            if claimed > timed.trusted_ms + CLAIM_SLACK_MS:
+                raise TimingFailure(
+                    Status.REJECTED,
+                    f"{role} claimed {claimed:.2f} ms for calls that took {timed.trusted_ms:.2f} ms (forged timer)",
+                )
+            blocks[role].append(timed)
+    return blocks, fetched
+
+
+def _contention(job: TimingJob, watched: tuple[int, CoreTimes], cores: set[int] | None) -> Contention | None:
+    """On the CPU, others on the timing cores make any number noise: the timing is refused, with the share.
+    On the device path, another process on the GPU does the same (DESIGN.md section 18)."""
+    if job.device != "cpu":
+        exchange = getattr(job.candidate, "exchange", None)  # a DeviceWorkerSession's
+        if exchange is not None:
+            busy_device = exchange.busy({os.getpid(), *job.candidate.members(), *job.baseline.members()})
+            if busy_device:
+                raise TimingFailure(Status.CORRECT, busy_device, Refusal(RefusalKind.BUSY))
+        return None
+    busy = contention(watched[1], core_times(cores), _sandboxes_cpu(job) - watched[0], len(cores or ()) or CORES)
+    refused = busy.refusal()
+    if refused:
+        raise TimingFailure(
+            Status.CORRECT, refused, Refusal(RefusalKind.BUSY, share=round(max(busy.other, busy.stolen), 4))
+        )
+    return busy
+
+
+def _audit_inputs(side: WorkerSession, timed: Timed, call: int, inputs: list[torch.Tensor], number: int) -> None:
+    """An audited timed call's inputs, as the kernel left them, bitwise against what was placed (as in a check)."""
+    changed = side.unchanged(timed.inputs[call], inputs)
+    if changed:
+        raise WorkerFailure(Status.INCORRECT, f"audited timed call {number} modified its input {changed[0]}")
+
+
+def _sandboxes_cpu(job: TimingJob) -> int:
+    """Both sandboxes' CPU so far (ns), read while they are frozen."""
+    return sum(side.cpu_ns() for side in (job.baseline, job.candidate))
 
 
 def _early_look(job: TimingJob, samples: dict[str, Samples], done: int) -> Look | None:
@@ -283,23 +349,15 @@ def _early_look(job: TimingJob, samples: dict[str, Samples], done: int) -> Look 
     return early if early.settled else None
 
 
-def _check_audits(job: TimingJob, fetched: list[tuple[list, list]], dtype: str, before: int, large: bool) -> None:
-    """Compare audited outputs with the reference, after the block (both sandboxes are frozen).
-
-    Large inputs are compared with the same-dtype reference alone, at twice the tolerances (the
-    float64 gold and the precision rule already held on every check case): an audit is there to
-    catch a kernel that is right when checked and wrong when timed, and a float64 reference of
-    a multi-GB call costs seconds."""
+def _check_audits(job: TimingJob, fetched: list[tuple[list, list]], dtype: str, before: int) -> None:
+    """Compare audited outputs with the reference, after the block (both sandboxes are frozen), by the same
+    judge as the check calls: a timed call is held to exactly what a check call of its size is held to."""
     for number, (inputs, outputs) in enumerate(fetched):
-        if large:
-            result = compare_same_dtype(outputs, job.maker.reference_same_dtype(inputs), job.tolerance(dtype))
-        else:
-            gold, base = job.maker.reference(inputs)
-            result = compare(outputs, gold, base, job.tolerance(dtype))
+        result = job.judge(inputs, outputs, dtype)
         if not result.passed:
             assert result.mismatch is not None
             raise TimingFailure(
-                "incorrect",
+                Status.INCORRECT,
                 f"audited timed call {before + number + 1} returned a wrong result: {result.mismatch.line()}",
             )
 
@@ -320,10 +378,21 @@ def overhead_bound(samples: Samples, config: int, device: str) -> float:
     return float(np.median(_gaps(samples.flat(config), device)))
 
 
+def record_floor(samples: Samples, config: int, device: str) -> float:
+    """What the time of record may take off this process's clock around a request (ms). On a CPU: the low
+    end (PING_QUANTILE) of the trusted baseline's pings, the least a request costs with no kernel and no
+    bookkeeping in it, which no worker can go under: so a leaner worker than the honest one buys nothing
+    (its bookkeeping is outside the timed request anyway). On a GPU, whose claims are device events: the
+    baseline's median overhead, until the device path times on the trusted side."""
+    if device == "cuda" or not samples.pings or not samples.pings[config]:
+        return overhead_bound(samples, config, device)
+    return float(np.quantile(samples.pings[config], PING_QUANTILE))
+
+
 def records_ms(timed: Timed, bound_ms: float, device: str) -> list[float]:
     """The time of record of each call of a request: the request's time, shared equally among its
     calls. That time is the worker's claims added up, raised (never lowered) to this process's clock
-    less the baseline's median overhead. Both sides go through the same rule, so honest jitter
+    less the floor (`record_floor`). Both sides go through the same rule, so honest jitter
     weighs alike on each; claims below what our clock saw cannot lower the record, and how the
     worker splits its claims among the calls of one request changes nothing (an uneven split could
     otherwise pull the median of the calls below their mean)."""
@@ -384,7 +453,7 @@ def _work_rules(job: TimingJob, samples: dict[str, Samples]) -> str | None:
             f"the baseline's ran {base} (thread budget {job.threads})"
         )
     if reason is not None and job.enforce_work_budget:
-        raise TimingFailure("rejected", reason)
+        raise TimingFailure(Status.REJECTED, reason)
     return reason
 
 
@@ -393,7 +462,7 @@ def _records(job: TimingJob, samples: dict[str, Samples]) -> tuple[dict[str, lis
     per_side: dict[str, list[list[list[float]]]] = {"baseline": [], "candidate": []}
     bounds = []
     for c in range(len(job.configs)):
-        bound = overhead_bound(samples["baseline"], c, job.device)
+        bound = record_floor(samples["baseline"], c, job.device)
         bounds.append(bound)
         for role in per_side:
             per_side[role].append(
@@ -409,45 +478,58 @@ def _summarize(
     audited: int,
     inputs: list[str],
     stop: Look | None,
-) -> tuple[dict[str, Any], list[str]]:
+    busy: Contention | None = None,
+) -> tuple[TimingResult, list[str]]:
     over_budget = _work_rules(job, samples)
     flags: list[str] = []
     for c in range(len(job.configs)):
         reason = timer_mismatch(samples["candidate"].flat(c), samples["baseline"].flat(c), job.device)
         if reason:
-            raise TimingFailure("rejected", reason)
+            raise TimingFailure(Status.REJECTED, reason)
     per_side, bounds = _records(job, samples)
     if job.device == "cuda":
         flags += _cross_check(samples, len(job.configs))
+        exchange = getattr(job.candidate, "exchange", None)  # the device path's: throttling is a flag
+        flags += exchange.flags() if exchange is not None else []
     estimate = speedup_interval(per_side["baseline"], per_side["candidate"])
     # An early stop is decided, and reported, by the stricter interval of its look.
-    ci = list(stop.ci) if stop is not None else [estimate.ci_low, estimate.ci_high]
-    result = {
-        "speedup": estimate.speedup,
-        "speedup_ci": ci,
-        "ci_level": f"{LOOK_LEVEL:.1%} sequential" if stop is not None else "95%",
-        "statistical_ci": list(stop.statistical_ci) if stop is not None else estimate.statistical_ci,
-        "process_effect": PROCESS_EFFECT,
-        "baseline": vars(estimate.baseline),
-        "candidate": vars(estimate.candidate),
-        "rounds": estimate.rounds,
-        "max_rounds": job.rounds,
-        "stopping": _stopping(job, stop),
-        "calls_per_block": [shape.per_block for shape in shapes],
-        "calls_per_request": [shape.calls for shape in shapes],
-        "per_shape": [
-            {"shape": list(shape), "dtype": dtype, **ps} for (shape, dtype), ps in zip(job.configs, estimate.per_shape)
+    ci = tuple(stop.ci) if stop is not None else (estimate.ci_low, estimate.ci_high)
+    result = TimingResult(
+        speedup=estimate.speedup,
+        speedup_ci=ci,
+        ci_level=f"{LOOK_LEVEL:.1%} sequential" if stop is not None else "95%",
+        statistical_ci=tuple(stop.statistical_ci if stop is not None else estimate.statistical_ci),
+        process_effect=PROCESS_EFFECT,
+        baseline=estimate.baseline,
+        candidate=estimate.candidate,
+        rounds=estimate.rounds,
+        max_rounds=job.rounds,
+        stopping=_stopping(job, stop),
+        calls_per_block=[shape.per_block for shape in shapes],
+        calls_per_request=[shape.calls for shape in shapes],
+        per_shape=[
+            ShapeTiming(
+                shape=tuple(shape),
+                dtype=dtype,
+                speedup=ps["speedup"],
+                speedup_ci=tuple(ps["speedup_ci"]),
+                baseline_median_ms=ps["baseline_median_ms"],
+                candidate_median_ms=ps["candidate_median_ms"],
+                baseline_p20_ms=ps["baseline_p20_ms"],
+                candidate_p80_ms=ps["candidate_p80_ms"],
+            )
+            for (shape, dtype), ps in zip(job.configs, estimate.per_shape)
         ],
-        "audited_calls": audited,
-        "overhead_bound_ms": bounds,
-        "fresh_inputs_every_call": True,
-        "timed_inputs": inputs,
-        "clock": ("cuda events" if job.device == "cuda" else "worker perf_counter_ns")
-        + ", bounded below by the orchestrator's clock per call less the baseline's overhead",
-        "threads": job.threads,
-        "work_budget_exceeded": over_budget,
-        "accounting": {"baseline": job.baseline.accounting.to_json(), "candidate": job.candidate.accounting.to_json()},
-    }
+        audited_calls=audited,
+        record_floor_ms=bounds,
+        timed_inputs=inputs,
+        clock=("cuda events" if job.device == "cuda" else "worker perf_counter_ns")
+        + ", bounded below by the orchestrator's clock per request less the floor of the baseline's pings",
+        threads=job.threads,
+        work_budget_exceeded=over_budget,
+        contention=busy.to_json() if busy is not None else None,
+        accounting={"baseline": job.baseline.accounting.to_json(), "candidate": job.candidate.accounting.to_json()},
+    )
     return result, flags
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernel_agent.core.verdict import Status
+from kernel_agent.measure.timing_result import TimingResult
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ def floor_flags(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def decide(
-    estimate: dict[str, Any],
+    estimate: TimingResult,
     flags: list[str],
     min_gain: float,
     sanity_speedup: float,
@@ -44,7 +45,7 @@ def decide(
 
     Flagged: anything a human must look at (the timing's own flags, a speedup above the sanity
     bound, a time under the roofline floor). Faster: the interval's low end clears 1 + min_gain."""
-    speedup, (low, high) = estimate["speedup"], estimate["speedup_ci"]
+    speedup, (low, high) = estimate.speedup, estimate.speedup_ci
     raised = list(flags)
     if speedup > sanity_speedup:
         raised.append(f"speedup {speedup:.1f}x exceeds the sanity bound {sanity_speedup:g}x: needs human review")
@@ -54,7 +55,7 @@ def decide(
     if low > 1 + min_gain:
         return Decision(Status.FASTER, "", ())
     reason = (
-        f"correct but not faster: speedup {speedup:.3f}x, {estimate.get('ci_level', '95%')} interval "
+        f"correct but not faster: speedup {speedup:.3f}x, {estimate.ci_level} interval "
         f"[{low:.3f}, {high:.3f}] does not clear {1 + min_gain:.2f}"
     )
     return Decision(Status.CORRECT, reason, ())

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from kernel_agent.core.config import Choice
+from kernel_agent.core.config import Choice, ProfileWhen
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.problem.load import Problem
 
@@ -216,7 +216,7 @@ def reference_job(problem: Problem, kind: Reference, options: Any) -> ReferenceJ
         kind,
         replace(problem, check_shapes=[]),
         reference_source(problem, kind),
-        replace(options, backend="torch", profile="never", sequential=False, trusted_source=True),
+        replace(options, backend="torch", profile=ProfileWhen.NEVER, sequential=False, trusted_source=True),
     )
 
 

@@ -23,6 +23,8 @@ from typing import Any
 import jinja2
 
 from kernel_agent import cpp
+from kernel_agent.core.certificate import FILE_NAME, Bundle, Certificate, sha256_file
+from kernel_agent.evaluate.backends import get_backend
 from kernel_agent.export.runtime.dispatch import force_variable
 from kernel_agent.export.tuned import TunedTable
 from kernel_agent.measure.relative import Relative
@@ -90,6 +92,18 @@ class ExportedKernel:
     interpreted: bool = False  # verified under the Triton interpreter only: correct, never timed
     vs: dict[str, Relative] = field(default_factory=dict)  # "eager", "compile": against torch on its device
     tuned: list[TunedTable] = field(default_factory=list)  # per-shape config tables, one per device
+    record_candidate: int | None = None  # whose evaluation the speedup and times are: the winner's, or its re-timing
+    pending: str = ""  # "re-timing": the winner's early look is too wide to quote yet, so speedup is None
+    baseline_source: str = ""  # the problem's baseline, shipped so verify-package can time against it again
+    evidence: Certificate | None = None  # the verdict certificate, less the shipped files' digests
+
+    def speedup_text(self) -> str:
+        """`1.4750x [1.3500, 1.6100]`, `re-timing`, or '' when nothing was timed."""
+        if self.pending or self.speedup is None:
+            return self.pending
+        low, high = self.ci
+        interval = f" [{low:.4f}, {high:.4f}]" if low is not None and high is not None else ""
+        return f"{self.speedup:.4f}x{interval}"
 
     def loses_to(self) -> list[str]:
         """The torch references ("eager", "compile") whose interval lies wholly above this kernel's speed."""
@@ -123,6 +137,8 @@ BENCH_COLUMNS = (
     "vs_compile_ci_high",
     "loses_to",
     "reverified",
+    "record_candidate",
+    "pending",
 )
 
 
@@ -136,6 +152,48 @@ def rewrite_imports(source: str) -> str:
     """Point `kernel_agent.cpp` imports at the package's own copy of the loader."""
     source = re.sub(r"^(\s*)from\s+kernel_agent\.cpp\s+import\s", r"\1from ._cpp import ", source, flags=re.M)
     return re.sub(r"^(\s*)import\s+kernel_agent\.cpp\s+as\s+(\w+)", r"\1from . import _cpp as \2", source, flags=re.M)
+
+
+def restore_imports(source: str) -> str:
+    """`rewrite_imports` undone: the source as it was evaluated, from the package's copy (verify-package)."""
+    source = re.sub(r"^(\s*)from\s+\._cpp\s+import\s", r"\1from kernel_agent.cpp import ", source, flags=re.M)
+    aliased = r"^(\s*)from\s+\.\s+import\s+_cpp\s+as\s+(\w+)"
+    return re.sub(aliased, r"\1import kernel_agent.cpp as \2", source, flags=re.M)
+
+
+def shipped(header: str, source: str) -> str:
+    """A module as a package ships it: one comment line naming where it came from, then the source."""
+    return f"# {header}\n{source}"
+
+
+def unshipped(text: str) -> str | None:
+    """The source of a shipped module (`shipped` undone), or None when its first line is not the header."""
+    head, _, rest = text.partition("\n")
+    return restore_imports(rest) if head.startswith("# ") else None
+
+
+def write_certificates(folder: Path, package: str, fmt: str, variant: str, kernels: list[ExportedKernel]) -> None:
+    """`certificate.json` in `folder`: each kernel's certificate with the digests of the files it ships there
+    (its kernel module, its tuned-config modules, its reference and baseline)."""
+    found = []
+    for k in kernels:
+        if k.evidence is None:
+            continue
+        names = [p for p in folder.glob("*.py") if _belongs(p.name, k.name)]
+        digests = {p.relative_to(folder).as_posix(): sha256_file(p.read_bytes()) for p in names}
+        found.append(k.evidence.with_files(digests, variant))
+    bundle = Bundle(package, fmt, variant, found)
+    (folder / FILE_NAME).write_text(json.dumps(bundle.to_json(), indent=2, default=str) + "\n")
+
+
+def _belongs(file: str, kernel: str) -> bool:
+    """Whether a module of a package folder is one of `kernel`'s (never another kernel's with a longer name)."""
+    for prefix in ("_kernel_", "_reference_", "_baseline_"):
+        if file.startswith(prefix + kernel):
+            rest = file[len(prefix + kernel) : -len(".py")]
+            if rest == "" or re.fullmatch(r"_(cpu|cuda|rocm)(_config\d+)?", rest):
+                return True
+    return False
 
 
 def cpp_loader(package: str) -> str:
@@ -212,22 +270,33 @@ def write_files(
         "skipped": skipped,
         "force_env": force_variable(package),
     }
-    dependencies = ["torch>=2.0", *(["triton>=3.0"] if any(k.backend == "triton" for k in kernels) else [])]
+    needed = {r for k in kernels for r in get_backend(k.backend).requires}
+    dependencies = ["torch>=2.0", *sorted(needed)]
     (out / "pyproject.toml").write_text(render("pyproject.toml.j2", dependencies=dependencies, **values))
     (pkg / "__init__.py").write_text(render("__init__.py.j2", **values))
     (pkg / "_cpp.py").write_text(cpp_loader(package))
     for k in kernels:
         # `_kernel_` prefix: a submodule named like the function would replace it on import.
         (pkg / f"_kernel_{k.name}.py").write_text(
-            f"# {k.problem}: candidate {k.candidate_id} of run {k.run_id} (exported by kernel-agent)\n" + k.source
+            shipped(f"{k.problem}: candidate {k.candidate_id} of run {k.run_id} (exported by kernel-agent)", k.source)
         )
         (pkg / f"_reference_{k.name}.py").write_text(
-            f"# The reference of {k.problem} (its problem.py), exported by kernel-agent\n" + k.reference_source
+            shipped(f"The reference of {k.problem} (its problem.py), exported by kernel-agent", k.reference_source)
+        )
+        (pkg / f"_baseline_{k.name}.py").write_text(
+            shipped(f"The baseline of {k.problem} (never imported; verify-package times against it)", baseline(k))
         )
         test = "test_module.py.j2" if k.kind == "kernelbench" else "test_kernel.py.j2"
         (tests / f"test_{k.name}.py").write_text(render(test, k=k, **values))
+    write_certificates(pkg, package, "pip", "pip", kernels)
+    values["certificates"] = Bundle.from_json(json.loads((pkg / FILE_NAME).read_text())).certificates
     (out / "BENCHMARKS.md").write_text(render("BENCHMARKS.md.j2", rows=bench_rows(kernels), **values))
     (out / "benchmarks.csv").write_text(benchmarks_csv(kernels))
+
+
+def baseline(k: ExportedKernel) -> str:
+    """The baseline as shipped: its kernel_agent.cpp imports pointed at the package's copy, like the winner's."""
+    return rewrite_imports(k.baseline_source)
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -273,6 +342,9 @@ def bench_rows(kernels: list[ExportedKernel]) -> list[dict[str, str]]:
             "baseline_ms": _fmt(k.baseline_ms, ".5f"),
             "candidate_ms": _fmt(k.candidate_ms, ".5f"),
             "reverified": k.reverified,
+            "record_candidate": str(k.record_candidate or ""),
+            "pending": k.pending,
+            "speedup_text": k.speedup_text(),
         }
         for k in kernels
     ]

@@ -14,14 +14,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernel_agent.core.verdict import Status
 from kernel_agent.db import review_reads as rq
+from kernel_agent.db.evidence import against_torch, certificate
 from kernel_agent.db.models import BASELINE, RETIME
 from kernel_agent.db.session import Database
 from kernel_agent.evaluate.pipeline import EvalOptions
 from kernel_agent.export import files as files
 from kernel_agent.export.formats import Format
 from kernel_agent.export.tuned import TunedConfig, TunedTable
-from kernel_agent.measure.relative import REFERENCES, Relative, over_baseline, speedups_vs
+from kernel_agent.measure.of_record import PENDING, NumberOfRecord
+from kernel_agent.measure.relative import Relative
 from kernel_agent.review.decisions import may_ship
 
 MARKER = ".kernel-agent-export"
@@ -45,9 +48,9 @@ Notify = Callable[[str], None]
 def _awaiting(c: rq.CandidateRecord, db: Database | None) -> str:
     """One sentence about a candidate that ships only after an approve: its speedup, interval,
     reason and the command."""
-    return rq.review_summary(c.id, c.speedup, [c.ci_low, c.ci_high], c.reason if c.status == "flagged" else "", db)[
-        "note"
-    ]
+    return rq.review_summary(
+        c.id, c.speedup, [c.ci_low, c.ci_high], c.reason if c.status == Status.FLAGGED else "", db
+    )["note"]
 
 
 def interpreted_winner(kernel: rq.KernelRecord, approved_only: bool) -> rq.CandidateRecord | None:
@@ -56,14 +59,17 @@ def interpreted_winner(kernel: rq.KernelRecord, approved_only: bool) -> rq.Candi
 
     def allowed(c: rq.CandidateRecord) -> bool:
         decision = c.decision.decision if c.decision else None
-        if approved_only or c.status == "flagged":
+        if approved_only or c.status == Status.FLAGGED:
             return decision == "approve"
         return decision != "reject"
 
     verified = [
         c
         for c in kernel.candidates
-        if c.interpreted and c.status in ("correct", "faster", "flagged") and allowed(c) and c.origin != RETIME
+        if c.interpreted
+        and c.status in (Status.CORRECT, Status.FASTER, Status.FLAGGED)
+        and allowed(c)
+        and c.origin != RETIME
     ]
     return max(verified, key=lambda c: (c.origin != BASELINE, c.id), default=None)
 
@@ -77,7 +83,9 @@ def choose_winner(
     eligible = [c for c in rq.reviewable(kernel) if may_ship(c, approved_only)]
     if eligible:
         return eligible[0], ""
-    interpreted = [c for c in kernel.candidates if c.interpreted and c.status in ("correct", "faster", "flagged")]
+    interpreted = [
+        c for c in kernel.candidates if c.interpreted and c.status in (Status.CORRECT, Status.FASTER, Status.FLAGGED)
+    ]
     if allow_interpreted and interpreted and all(c.interpreted for c in rq.reviewable(kernel)):
         winner = interpreted_winner(kernel, approved_only)
         if winner is not None:
@@ -184,26 +192,24 @@ def reverify(kernel: rq.KernelRecord, candidate: rq.CandidateRecord, options: Ev
     )
     timing = (
         f"re-timed {verdict.speedup:.2f}x"
-        if verdict.speedup and verdict.status in ("faster", "correct", "flagged")
+        if verdict.speedup and verdict.status in (Status.FASTER, Status.CORRECT, Status.FLAGGED)
         else f"re-timing {verdict.status}"
     )
     return True, f"{passed}/{total} checks passed; {timing}"
 
 
-def against_torch(db: Database, c: rq.CandidateRecord) -> dict[str, Relative]:
-    """The winner against torch eager and torch.compile on the device it was timed on (the stored reference
-    points of its problem content and device fingerprint), each with its interval or the reason there is none."""
-    from kernel_agent.db.models import ProblemRow
-    from kernel_agent.db.references import points_seen_by
+def plain_run(kernel: rq.KernelRecord, candidate: rq.CandidateRecord, options: EvalOptions) -> str | None:
+    """Why the winner may not ship after running it outside the sandbox (export/plain_check.py), or None."""
+    from kernel_agent.evaluate.pipeline import run_device
+    from kernel_agent.export.plain_check import plain_check
+    from kernel_agent.problem.load import ProblemError, load_problem
 
-    with db.session() as session:
-        problem = session.get(ProblemRow, c.problem_id)
-        digest = problem.content_hash if problem is not None else ""
-    points = points_seen_by(db, digest, c.environment) if digest and c.environment and not c.interpreted else {}
-    ci = [c.ci_low, c.ci_high] if c.ci_low is not None and c.ci_high is not None else None
-    reason = "verified under the Triton interpreter: never timed" if c.interpreted else "no speedup"
-    found = speedups_vs(over_baseline(c.speedup, ci, reason), points)
-    return {kind: found[kind] for kind in REFERENCES}
+    try:
+        problem = load_problem(kernel.problem_path)
+    except ProblemError as exc:
+        return f"the problem cannot be loaded any more: {exc}"
+    device = run_device(problem, candidate.device or "auto")
+    return plain_check(problem, candidate.source or "", device, options.timeout)
 
 
 def tuned_tables(db: Database, kernel: rq.KernelRecord, c: rq.CandidateRecord) -> list[TunedTable]:
@@ -211,10 +217,11 @@ def tuned_tables(db: Database, kernel: rq.KernelRecord, c: rq.CandidateRecord) -
     stored: its own source's rows, else the problem baseline's when the winner sets the same tunables (a search
     candidate is the baseline with other values). Its default is the winner's own config. None tuned: []."""
     from kernel_agent.db.models import ProblemRow
-    from kernel_agent.db.tuning import tuned_configs, tuned_variants
+    from kernel_agent.db.tuning import tuned_variants
     from kernel_agent.db.writes import sha256
     from kernel_agent.measure.profile import key_of
     from kernel_agent.propose.tunables import TunableError, read_config
+    from kernel_agent.select.table import tuned_configs
 
     if not c.environment or c.interpreted:
         return []
@@ -247,22 +254,17 @@ def losses(k: files.ExportedKernel) -> list[str]:
     ]
 
 
-def of_record(kernel: rq.KernelRecord, c: rq.CandidateRecord) -> rq.CandidateRecord:
-    """Whose numbers the package quotes for the winner `c`: its newest re-timing with every round when that read
-    faster too (as `runs show` does), else its own verdict. The source shipped is always `c`'s."""
-    retimes = [r for r in kernel.candidates if r.origin == RETIME and r.parent_id == c.id and r.status == "faster"]
-    return max(retimes, key=lambda r: r.id) if retimes else c
-
-
 def _exported(
     kernel: rq.KernelRecord,
     c: rq.CandidateRecord,
-    shown: rq.CandidateRecord,
+    number: NumberOfRecord,
     source: str,
     reverified: str,
     vs: dict[str, Relative],
 ) -> files.ExportedKernel:
-    """The winner `c` as it ships, quoting the numbers of `shown` (its number of record)."""
+    """The winner `c` as it ships, quoting its number of record (measure/of_record.py: its re-timing with every
+    round once that superseded the early look); the source shipped is always `c`'s."""
+    quoted = number.quoted
     return files.ExportedKernel(
         name=files.identifier(kernel.name),
         problem=kernel.name,
@@ -273,10 +275,10 @@ def _exported(
         backend=c.backend,
         verified=_verified_on(c),
         tolerances=_tolerances(c),
-        speedup=shown.speedup,
-        ci=(shown.ci_low, shown.ci_high),
-        baseline_ms=shown.baseline_ms,
-        candidate_ms=shown.candidate_ms,
+        speedup=number.speedup,
+        ci=number.ci or (None, None),
+        baseline_ms=quoted.baseline_ms if quoted else None,
+        candidate_ms=quoted.candidate_ms if quoted else None,
         device=c.device,
         device_name=c.device_name,
         isolation=c.isolation,
@@ -288,6 +290,8 @@ def _exported(
         kind=kernel.problem_kind,
         interpreted=c.interpreted,
         vs=vs,
+        record_candidate=number.candidate,
+        pending=PENDING if number.withheld else "",
     )
 
 
@@ -333,8 +337,16 @@ def select(
         if not ok:
             skipped.append((kernel.name, f"candidate {winner.id} {outcome}"))
             continue
-        shown = of_record(kernel, winner)
-        exported = _exported(kernel, winner, shown, source, outcome, against_torch(db, shown))
+        notify(f"running {kernel.name} (candidate {winner.id}) once more in a plain process, as its users will")
+        refused = plain_run(kernel, winner, options)
+        if refused:
+            skipped.append((kernel.name, f"candidate {winner.id} {refused}"))
+            continue
+        number = kernel.number_of(winner)
+        vs = against_torch(db, winner, number)
+        exported = _exported(kernel, winner, number, source, outcome, vs)
+        exported.baseline_source = kernel.baseline_source
+        exported.evidence = certificate(db, kernel, winner, vs)
         exported.tuned = tuned_tables(db, kernel, winner)
         if exported.tuned:
             notify(f"{kernel.name}: shipping its tuned config table ({len(exported.tuned[0].configs)} shape(s))")

@@ -24,75 +24,37 @@ cpp_softmax, torch_opchain and torch_attention (2.4-3.4x) read 1.7-3.2x there.
 
 from __future__ import annotations
 
-from typing import Any
-
-from kernel_agent.measure.stats import geometric_mean
+from kernel_agent.measure.timing_result import TimingResult
 
 CONFIRM_BELOW = 1.3  # honest copies reached 1.14-1.18x in one pair (stats.PROCESS_EFFECT), plus round noise
 
 
-def needs_confirmation(estimate: dict[str, Any], min_gain: float) -> bool:
+def needs_confirmation(estimate: TimingResult, min_gain: float) -> bool:
     """A faster verdict whose point a per-process effect alone could have produced, or whose two sides' calls
     overlap."""
-    if estimate["speedup_ci"][0] <= 1 + min_gain:
+    if estimate.speedup_ci[0] <= 1 + min_gain:
         return False
-    return estimate["speedup"] < CONFIRM_BELOW or overlap(estimate, min_gain) is not None
+    return estimate.speedup < CONFIRM_BELOW or overlap(estimate, min_gain) is not None
 
 
-def overlap(estimate: dict[str, Any], min_gain: float) -> str | None:
+def overlap(estimate: TimingResult, min_gain: float) -> str | None:
     """The first shape whose baseline calls at their fastest (20th percentile) do not clear the bar over the
     candidate's at their slowest (80th), in words; None when every shape keeps the two sides apart."""
-    for entry in estimate.get("per_shape") or []:
-        fast, slow = entry.get("baseline_p20_ms"), entry.get("candidate_p80_ms")
-        if isinstance(fast, (int, float)) and isinstance(slow, (int, float)) and slow > 0:
-            if fast / slow <= 1 + min_gain:
-                return (
-                    f"at shape {entry.get('shape')} the baseline's fast calls ({fast:.3g} ms, 20th percentile) were "
-                    f"{fast / slow:.2f}x the candidate's slow ones ({slow:.3g} ms, 80th)"
-                )
+    for entry in estimate.per_shape:
+        fast, slow = entry.baseline_p20_ms, entry.candidate_p80_ms
+        if slow > 0 and fast / slow <= 1 + min_gain:
+            return (
+                f"at shape {list(entry.shape)} the baseline's fast calls ({fast:.3g} ms, 20th percentile) were "
+                f"{fast / slow:.2f}x the candidate's slow ones ({slow:.3g} ms, 80th)"
+            )
     return None
 
 
-def reason_for(first: dict[str, Any], min_gain: float) -> str:
+def reason_for(first: TimingResult, min_gain: float) -> str:
     """Why a verdict was timed on a second pair."""
-    apart = overlap(first, min_gain) if first["speedup"] >= CONFIRM_BELOW else None
+    apart = overlap(first, min_gain) if first.speedup >= CONFIRM_BELOW else None
     if apart is not None:
         why = f"the two sides' calls overlapped ({apart})"
     else:
-        why = f"the first pair's {first['speedup']:.3f}x was below {CONFIRM_BELOW}x, in reach of a per-process effect"
+        why = f"the first pair's {first.speedup:.3f}x was below {CONFIRM_BELOW}x, in reach of a per-process effect"
     return f"{why}: timed again on fresh baseline and candidate processes"
-
-
-def combined(first: dict[str, Any], second: dict[str, Any], min_gain: float) -> dict[str, Any]:
-    """The timing of record over two pairs: the second's record, with the point, the interval and the
-    per-shape medians taken over both (geometric means, so each shape's ratio still gives the point),
-    and each pair's own numbers kept under `pairs`."""
-    pairs = [first, second]
-    per_shape = []
-    for shapes in zip(first.get("per_shape") or [], second.get("per_shape") or []):
-        base = geometric_mean([s["baseline_median_ms"] for s in shapes])
-        cand = geometric_mean([s["candidate_median_ms"] for s in shapes])
-        per_shape.append(
-            {
-                **shapes[1],
-                "speedup": base / cand,
-                "baseline_median_ms": base,
-                "candidate_median_ms": cand,
-                "speedup_ci": [min(s["speedup_ci"][0] for s in shapes), max(s["speedup_ci"][1] for s in shapes)],
-            }
-        )
-    return {
-        **second,
-        "speedup": geometric_mean([p["speedup"] for p in pairs]),
-        "speedup_ci": [min(p["speedup_ci"][0] for p in pairs), max(p["speedup_ci"][1] for p in pairs)],
-        "ci_level": "hull of two process pairs' " + " and ".join(p.get("ci_level", "95%") for p in pairs),
-        "per_shape": per_shape or second.get("per_shape", []),
-        "rounds": sum(p["rounds"] for p in pairs),
-        "pairs": [_pair_summary(p) for p in pairs],
-        "confirmation": reason_for(first, min_gain),
-    }
-
-
-def _pair_summary(estimate: dict[str, Any]) -> dict[str, Any]:
-    keys = ("speedup", "speedup_ci", "ci_level", "statistical_ci", "rounds", "stopping", "per_shape", "accounting")
-    return {k: estimate[k] for k in keys if k in estimate}

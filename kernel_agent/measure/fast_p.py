@@ -13,8 +13,9 @@ THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
 AGAINST = ("baseline", "eager", "compile")
 
 DEFINITION = (
-    "fast_p: the share of the run's kernels whose best verified candidate (status faster or correct, point "
-    "estimate; the best's re-timing with every round when it read faster too) is correct and more than p times "
+    "fast_p: the share of the run's kernels whose speedup (the number of record of an accepted best: its re-timing "
+    "with every round when that read faster too, or the low end of an early look too wide to quote; else the best "
+    "point estimate of a correct candidate) is correct and more than p times "
     "as fast as the reference; fast_0 is the share with a correct "
     "candidate. Against eager and compile, only kernels with that reference point measured are counted (n). "
     "geomean: the geometric mean of those speedups over the kernels with a correct candidate."

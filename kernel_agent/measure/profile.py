@@ -16,8 +16,10 @@ Only torch and numpy are needed here (no database, no LLM client).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -28,6 +30,7 @@ from typing import Any
 import torch
 
 from kernel_agent.core.config import check_known_fields
+from kernel_agent.measure.contention import contention, core_times
 from kernel_agent.measure.op_breakdown import triton_compile_metadata  # noqa: F401 - re-exported: it belongs with the profile API
 from kernel_agent.problem.load import Problem, Shape, as_outputs, import_file, seeded_generator, torch_dtype
 
@@ -161,6 +164,16 @@ class Ceilings:
     gflops: dict[str, float] = field(default_factory=dict)  # dtype -> GFLOP/s of a large matmul
     measured_at: str = ""  # ISO 8601, UTC
     device: str = "cpu"
+    spread: float = 0.0  # how far two passes of the copy bandwidth differed, relative to the faster
+    load: float = 0.0  # the share of the machine's cores other processes took while it was measured
+
+    def higher(self, other: Ceilings) -> Ceilings:
+        """The higher of two measurements of each ceiling (so the lower floor: a floor too low flags nothing
+        honest, one too high flags it)."""
+        rates = {d: max(self.gflops.get(d, 0.0), other.gflops.get(d, 0.0)) for d in {*self.gflops, *other.gflops}}
+        return dataclasses.replace(
+            other, memory_gbps=max(self.memory_gbps, other.memory_gbps), gflops=rates, spread=other.spread
+        )
 
     def peak_gflops(self, dtype: str) -> tuple[float | None, str | None]:
         """The fastest measured matmul rate a `dtype` kernel could use, and its dtype.
@@ -221,6 +234,8 @@ def ceilings_from_dict(data: dict[str, Any]) -> Ceilings:
         gflops={str(k): float(v) for k, v in gflops.items()},
         measured_at=str(data.get("measured_at", "")),
         device=str(data.get("device", "cpu")),
+        spread=float(data.get("spread", 0.0)),
+        load=float(data.get("load", 0.0)),
     )
 
 
@@ -242,6 +257,9 @@ def _best_seconds(fn: Callable[[], Any], repeats: int, device: str) -> float:
         fn()
         best = min(best, time.perf_counter() - began)
     return best
+
+
+CORES = os.cpu_count() or 1
 
 
 def measure_bandwidth(device: str, nbytes: int | None = None, repeats: int | None = None) -> float:
@@ -300,6 +318,7 @@ def measure_ceilings(device: str, budget_s: float = 2.0, threads: int | None = N
     """
     from kernel_agent.core.fingerprint import device_name
 
+    before = core_times(None)
     if device == "cuda":
         if not torch.cuda.is_available():
             raise ProfileError("no CUDA device is visible here; measure ceilings on cpu")
@@ -333,13 +352,17 @@ def measure_ceilings(device: str, budget_s: float = 2.0, threads: int | None = N
             torch.set_num_threads(saved)
     else:
         raise ProfileError(f"device must be cpu or cuda, not {device!r}")
+    second = measure_bandwidth(device)  # a second pass: how far one measurement is from the next
+    busy = contention(before, core_times(None), 0, CORES)
     return Ceilings(
         fingerprint=fingerprint_key(device, threads),
         device_name=device_name(device),
-        memory_gbps=gbps,
+        memory_gbps=max(gbps, second),
         gflops=rates,
         measured_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         device=device,
+        spread=round(abs(gbps - second) / max(gbps, second), 4),
+        load=round(busy.other, 4),
     )
 
 

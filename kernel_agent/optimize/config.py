@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel_agent.core.config import (
+    Choice,
     Device,
     Devices,
     EvalConfig,
@@ -85,26 +86,50 @@ class BudgetLimits:
         return any(getattr(self, f.name) is not None for f in fields(self))
 
 
+class ReasoningEffort(Choice):
+    """How hard a reasoning model thinks (OpenAI's `reasoning_effort`; sent only when set)."""
+
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
 @dataclass
 class ProviderConfig:
     """The LLM provider's settings (openai; replay reads replay_run). Stored with the run as provider_options."""
 
     base_url: str = option("https://api.openai.com/v1", help="OpenAI-compatible endpoint (provider openai).")
-    model: str = option("gpt-4o-mini", help="Model name (provider openai).")
+    model: str = option("gpt-5-mini", help="Model name (provider openai).")
     api_key_file: Path | None = option(None, help="File holding the API key (default: $OPENAI_API_KEY).")
     prices_file: Path | None = option(
         None,
         flag="--prices",
         help='TOML file of extra model prices: [prices] "model" = [usd_per_1M_in, usd_per_1M_out].',
     )
-    temperature: float = option(0.7, help="Sampling temperature (provider openai).")
+    temperature: float = option(
+        0.7,
+        help="Sampling temperature (provider openai); not sent to models that refuse it (OpenAI's reasoning models, "
+        "or any endpoint whose HTTP 400 names it).",
+    )
+    reasoning_effort: ReasoningEffort | None = option(
+        None, help="low, medium or high: passed as reasoning_effort to reasoning models (dropped where refused)."
+    )
+    stream: bool = option(
+        True,
+        flag="--stream/--no-stream",
+        help="Stream replies (the request deadline then covers the whole reply, and progress counts tokens).",
+    )
     tokens_per_reply: int = option(
         8192,
         flag="--max-tokens-per-reply",
         minimum=1,
         help="Most tokens in one reply (the run's budget is --max-tokens).",
     )
-    request_timeout: float = option(300.0, help="Seconds per LLM request.")
+    request_timeout: float = option(
+        300.0,
+        above=0,
+        help="Seconds per LLM request, for the whole reply when streamed (reasoning models take minutes).",
+    )
     max_retries: int = option(
         4, flag="--retries", minimum=0, help="Retries on 429, 5xx, timeouts and dropped connections."
     )

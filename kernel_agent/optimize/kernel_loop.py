@@ -8,6 +8,7 @@ evaluations run.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -16,8 +17,9 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kernel_agent.core.config import Device, ReferenceConfig
-from kernel_agent.core.verdict import Verdict
+from kernel_agent.core.config import Device, ProfileWhen, ReferenceConfig
+from kernel_agent.core.text import clean
+from kernel_agent.core.verdict import RefusalKind, Status, Verdict
 from kernel_agent.db.session import Database
 from kernel_agent.evaluate.pipeline import EvalOptions, run_device
 from kernel_agent.evaluate.references import references
@@ -29,10 +31,11 @@ from kernel_agent.optimize.prompt_profile import PromptProfiles
 from kernel_agent.optimize.recorder import Recorder
 from kernel_agent.optimize.references import reference_points
 from kernel_agent.optimize.search_state import TERMINAL, Candidate, KernelResult, KernelStatus, SearchState
-from kernel_agent.problem.footprint import TOO_LARGE
 from kernel_agent.problem.load import Problem
 from kernel_agent.propose.base import ProposalBatch, ProposalContext, Provider
 from kernel_agent.propose.seeds import seed_proposals
+
+LOG = logging.getLogger(__name__)
 
 __all__ = [
     "TERMINAL",
@@ -124,15 +127,13 @@ class KernelLoop:
         state = self.state
         if self.stored.status in TERMINAL:
             self._references(measure=False)
-            result = self._result(KernelStatus(self.stored.status), self.stored.reason)
-            self.progress("done", {"kernel": self.label, "status": str(result.status), "speedup": result.speedup})
-            return result
+            return self._done(self._result(KernelStatus(self.stored.status), self.stored.reason))
         missing = missing_device(self.problem, self.named_device)
         if missing:  # never evaluated elsewhere than the device the run named
             return self._finish(KernelStatus.NO_DEVICE, missing)
         self.recorder.started()
         baseline = self._baseline()
-        if baseline.status == "rejected" and (baseline.reason or "").startswith(TOO_LARGE):
+        if baseline.refusal is not None and baseline.refusal.kind == RefusalKind.TOO_LARGE:
             return self._finish(KernelStatus.TOO_LARGE, baseline.reason)
         if not baseline.passed:
             return self._finish(
@@ -181,9 +182,12 @@ class KernelLoop:
         if self.state.baseline is None:
             self.progress("baseline", {"kernel": self.label})
             started = time.perf_counter()
-            verdict = self.shared.executor.submit(
-                self.problem, self.problem.baseline_as_candidate, self._eval_options("always")
-            ).result()
+            verdict = settled(
+                self.shared.executor.submit(
+                    self.problem, self.problem.baseline_as_candidate, self._eval_options(ProfileWhen.ALWAYS)
+                ),
+                self.problem,
+            )
             self.recorder.baseline_verdict(self.state, verdict, _seconds(verdict, started))
         assert self.state.baseline is not None
         return self.state.baseline
@@ -206,7 +210,7 @@ class KernelLoop:
         since = self.recorder.run_started() if config.remeasure_references else None
 
         def evaluate(problem: Problem, source: str, options: EvalOptions) -> Verdict:
-            return self.shared.executor.submit(problem, source, options).result()
+            return settled(self.shared.executor.submit(problem, source, options), problem)
 
         def announce(kind: object) -> None:
             self.progress("references", {"kernel": self.label, "reference": str(kind)})
@@ -214,7 +218,7 @@ class KernelLoop:
         points = reference_points(
             self.db,
             self.problem,
-            self._eval_options("never"),
+            self._eval_options(ProfileWhen.NEVER),
             evaluate if measure else None,
             since,
             announce,
@@ -236,12 +240,15 @@ class KernelLoop:
             samples=self.options.search.samples,
             device=self.device,
             cache_lookup=self.recorder.cached_call,
+            on_tokens=lambda tokens: self.progress("streaming", {"kernel": self.label, "tokens": tokens}),
         )
         self.progress("round", {"kernel": self.label, "round": round_index})
         with self.shared.llm_slots:
             batch = self.provider.propose(context)
         call_ids = self.recorder.llm_calls(batch.calls, round_index)
         for call in batch.calls:
+            for lesson in call.lessons:  # what the endpoint was learned to accept: said once, where it was learned
+                self.progress("note", {"kernel": self.label, "text": lesson})
             self.budget.charge_call(call)
             self.progress(
                 "llm",
@@ -257,7 +264,7 @@ class KernelLoop:
         """Evaluate in parallel; False when a budget or the stop flag cut the batch short."""
         started = [flight for flight in map(self._submit, batch) if flight is not None]
         for flight in started:
-            verdict = flight.future.result()
+            verdict = settled(flight.future, self.problem)
             self.recorder.verdict(self.state, flight.candidate, verdict, _seconds(verdict, flight.started))
             self.progress(
                 "evaluated",
@@ -285,15 +292,15 @@ class KernelLoop:
         started = time.perf_counter()
         return InFlight(
             candidate,
-            self.shared.executor.submit(self.problem, candidate.source, self._eval_options("faster")),
+            self.shared.executor.submit(self.problem, candidate.source, self._eval_options(ProfileWhen.FASTER)),
             started,
         )
 
-    def _eval_options(self, profile: str) -> EvalOptions:
+    def _eval_options(self, profile: ProfileWhen) -> EvalOptions:
         """The run's options, with this device's ceilings (the roofline floor is part of every decision)."""
         return replace(
             self.options.eval,
-            profile=profile if self.profiling else "never",
+            profile=profile if self.profiling else ProfileWhen.NEVER,
             ceilings=self.shared.ceilings.get(self.device),
         )
 
@@ -333,17 +340,46 @@ class KernelLoop:
         self.progress("retime", {"kernel": self.label, "candidate": best.candidate_id})
         started = time.perf_counter()
         # Every round, nothing else changed; no profile: no prompt follows to read it.
-        options = replace(self._eval_options("never"), sequential=False)
-        verdict = self.shared.executor.submit(self.problem, best.source, options).result()
+        options = replace(self._eval_options(ProfileWhen.NEVER), sequential=False)
+        verdict = settled(self.shared.executor.submit(self.problem, best.source, options), self.problem)
         self.recorder.retime_verdict(self.state, best.candidate_id, candidate, verdict, _seconds(verdict, started))
+
+    def failed(self, exc: BaseException, log: str) -> KernelResult:
+        """The loop raised: this kernel ends `error` with a one-line reason (its traceback in `log`) and the
+        run's other kernels go on. Nothing is re-timed: the state that raised is not trusted to go further."""
+        reason = clean(f"the kernel's loop failed: {type(exc).__name__}: {exc} (traceback in {log})", 500)
+        result = KernelResult(self.problem.name, KernelStatus.ERROR, reason=reason, device=self.named_device)
+        try:
+            result = self._result(KernelStatus.ERROR, reason)
+            self.recorder.finish(result)
+        except Exception:  # noqa: BLE001 - the database itself may be what failed; the table still shows it
+            LOG.exception("%s: could not store the error", self.label)
+        self.progress("done", {"kernel": self.label, "status": str(KernelStatus.ERROR), "speedup": result.speedup})
+        return result
 
     def _finish(self, status: KernelStatus, reason: str) -> KernelResult:
         if status not in (KernelStatus.BUDGET_REACHED, KernelStatus.INTERRUPTED):
             self._retime()
         result = self._result(status, reason)
         self.recorder.finish(result)
-        self.progress("done", {"kernel": self.label, "status": str(status), "speedup": result.speedup})
+        return self._done(result)
+
+    def _done(self, result: KernelResult) -> KernelResult:
+        """Tell the progress display the kernel ended, with its number of record as the table will show it."""
+        data = {"kernel": self.label, "status": str(result.status), "speedup": result.speedup, "cell": result.cell()}
+        self.progress("done", data)
         return result
+
+
+def settled(future: Future[Verdict], problem: Problem) -> Verdict:
+    """A submitted evaluation's verdict; one that raised instead (an executor's failure, a bug it provoked)
+    is that candidate's `crashed` verdict, so no candidate ends its kernel's search."""
+    try:
+        return future.result()
+    except Exception as exc:  # noqa: BLE001
+        LOG.exception("%s: an evaluation raised", problem.name)
+        reason = f"the evaluation ended without a verdict: {type(exc).__name__}: {exc}"
+        return Verdict(status=Status.CRASHED, reason=reason, problem=problem.name)
 
 
 def _seconds(verdict: Verdict, submitted: float) -> float:

@@ -8,6 +8,7 @@ but the run id.
 from __future__ import annotations
 
 import glob
+import logging
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +32,7 @@ from kernel_agent.problem.load import Problem, ProblemError, load_problem
 from kernel_agent.propose.base import Provider
 
 MAX_KERNEL_THREADS = 16
+LOG = logging.getLogger(__name__)
 
 
 class PlanError(ValueError):
@@ -156,6 +158,7 @@ class BatchRun:
     progress: Progress
     stop: threading.Event = field(default_factory=threading.Event)
     ceilings: dict[str, Any] = field(default_factory=dict)
+    log: str = "the log"  # where a failed kernel's traceback goes (the CLI names its file)
 
     def run(self) -> list[KernelResult]:
         run_budget = Budget(self.plan.budget, "run")
@@ -181,8 +184,16 @@ class BatchRun:
         ]
         threads = max(1, min(len(loops), MAX_KERNEL_THREADS))
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kernel") as pool:
-            futures = [pool.submit(loop.run) for loop in loops]
+            futures = [pool.submit(self._guarded, loop) for loop in loops]
             return [f.result() for f in futures]
+
+    def _guarded(self, loop: KernelLoop) -> KernelResult:
+        """One kernel's loop; whatever it raises ends that kernel alone (`error`), never the run."""
+        try:
+            return loop.run()
+        except Exception as exc:  # noqa: BLE001 - a harness or provider bug, an I/O error: one kernel's verdict
+            LOG.exception("%s: the kernel's loop failed", loop.label)
+            return loop.failed(exc, self.log)
 
 
 def store_plan(db: Database, plan: RunPlan) -> int:

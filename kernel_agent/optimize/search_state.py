@@ -14,7 +14,8 @@ from typing import Any
 
 from kernel_agent.core.config import Choice
 from kernel_agent.core.verdict import Status, Verdict
-from kernel_agent.measure.relative import Relative, over_baseline, speedups_vs
+from kernel_agent.measure.of_record import PENDING, NumberOfRecord, Reading, of_record, relative, stopped_early
+from kernel_agent.measure.relative import Relative, speedups_vs
 from kernel_agent.measure.stats import typical_ms
 from kernel_agent.optimize.config import SearchConfig
 from kernel_agent.propose.base import Attempt
@@ -25,16 +26,30 @@ UNPARSEABLE = "unparseable"  # an attempt whose reply held no candidate (not a v
 class KernelStatus(Choice):
     """How a kernel's loop ended (stored in run_kernels.status)."""
 
-    IMPROVED = "improved"
+    IMPROVED = "improved"  # a candidate was verified faster than the baseline
     NEEDS_REVIEW = "needs_review"  # the best candidate is flagged: a human decides
-    NO_GAIN = "no_gain"
-    NEEDS_GPU = "needs_gpu"
-    BASELINE_FAILED = "baseline_failed"
+    NO_GAIN = "no_gain"  # no candidate was verifiably faster than the baseline
+    NEEDS_GPU = "needs_gpu"  # the baseline verified under the Triton interpreter: timing, and so a search, needs a GPU
+    BASELINE_FAILED = "baseline_failed"  # the baseline itself does not verify against the reference
     TOO_LARGE = "too_large"  # refused before anything ran: the problem cannot fit this machine's memory budget
-    PROVIDER_FAILED = "provider_failed"
+    PROVIDER_FAILED = "provider_failed"  # a round's requests all failed and none proposed a candidate
     NO_DEVICE = "no_device"  # the device the run named for this kernel is not here (or the problem cannot run there)
     BUDGET_REACHED = "budget_reached"  # resumable
     INTERRUPTED = "interrupted"  # resumable
+    ERROR = "error"  # the kernel's loop itself failed (a harness or provider bug, an I/O error): resumable
+
+
+PAST_THE_FLOOR = 1.1  # a best's fraction of the roofline floor above this is no reason to stop (the floor is off)
+
+
+class RunStatus(Choice):
+    """Where a whole run stands (stored in runs.status)."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    STOPPED = "stopped"  # some kernel can be resumed (interrupted, budget reached, error)
+    INTERRUPTED = "interrupted"  # Ctrl-C
+    FAILED = "failed"  # every kernel's provider failed: nothing was searched
 
 
 # A kernel that ended with one of these is done; a resume returns its stored result.
@@ -79,12 +94,22 @@ class KernelResult:
     references: dict[str, dict[str, Any]] = field(default_factory=dict)  # eager, compile -> ReferencePoint JSON
     record_candidate: int | None = None  # whose verdict gives speedup and times: the best, or its re-timing
     device: str = "auto"  # the device the run named for this kernel: auto, cpu or cuda
+    number: NumberOfRecord | None = None  # the best's number of record (measure/of_record.py): the speedup's source
 
     def speedup_vs(self) -> dict[str, Relative]:
         """The best's speedup against the baseline, torch eager and torch.compile (measure.relative)."""
-        return speedups_vs(over_baseline(self.speedup, self.speedup_ci, "no best candidate"), self.references)
+        return speedups_vs(relative(self.number), self.references)
+
+    def cell(self) -> str:
+        """The speedup as a table cell: `1.48x`, `re-timing` (a wide early look not re-timed yet), or `-`."""
+        return self.number.cell() if self.number is not None else "-"
+
+    def pending(self) -> str:
+        """`re-timing` while the best's wide early look waits for its re-timing (its speedup is None), else ''."""
+        return PENDING if self.number is not None and self.number.withheld else ""
 
     def to_dict(self) -> dict[str, Any]:
+        number = self.number.to_json() if self.number is not None else {}
         return {
             "name": self.name,
             "device": self.device,
@@ -95,6 +120,8 @@ class KernelResult:
             "speedup_ci": self.speedup_ci,
             "best_candidate": self.best_candidate,
             "record_candidate": self.record_candidate,
+            "early_look": number.get("early_look"),  # the best's own reading, once a re-timing superseded it
+            "pending": number.get("pending"),  # "re-timing" while a wide early look is withheld: speedup is null
             "reason": self.reason,
             "review": self.review,
             "references": self.references,
@@ -203,9 +230,13 @@ class SearchState:
         return self.stale_rounds >= self.config.patience
 
     def near_floor(self, fraction_of_floor: object) -> str:
-        """A reason to stop when the best already runs close to the machine's floor (little left to find)."""
+        """A reason to stop when the best already runs close to the machine's floor (little left to find). A best
+        well past the floor (ceilings measured while the machine was busy put the floor too high: 27.8 was seen)
+        says the floor is wrong, not that nothing is left: the search goes on."""
         stop = self.config.roofline_stop
-        if stop > 0 and isinstance(fraction_of_floor, (int, float)) and fraction_of_floor >= stop:
+        if not isinstance(fraction_of_floor, (int, float)) or fraction_of_floor > PAST_THE_FLOOR:
+            return ""
+        if stop > 0 and fraction_of_floor >= stop:
             return (
                 f"stopped early: the best runs at {fraction_of_floor:.2f} "
                 f"of the roofline floor (--roofline-stop {stop:g})"
@@ -235,25 +266,13 @@ class SearchState:
         """A re-timing row of `best_id` (stored or restored): a measurement, never an attempt or a parent."""
         self.retimes[best_id] = (candidate_id, verdict)
 
-    def of_record(self, best_id: int) -> tuple[int, Verdict | None, str]:
-        """Whose verdict is the number of record for the best, and what to say about its re-timing: the
-        re-timing when it reads `faster` too, else the early look, with what the re-timing read."""
+    def of_record(self, best_id: int) -> NumberOfRecord:
+        """The best's number of record (measure/of_record.py): its re-timing when that read `faster` too, else
+        its own early look, which is withheld while too wide to quote and not yet re-timed."""
         verdict = self.accepted.get(best_id)
+        own = reading(best_id, verdict) if verdict is not None else Reading(best_id, Status.FASTER.value, None)
         candidate_id, retimed = self.retimes.get(best_id, (0, None))
-        if retimed is None or verdict is None:
-            return best_id, verdict, self.retime_note
-        early = f"the early look read {_reading(verdict)}"
-        if retimed.status == Status.FASTER:
-            return (
-                candidate_id,
-                retimed,
-                f"re-timed with all rounds (candidate {candidate_id}): {_reading(retimed)}; {early}",
-            )
-        return (
-            best_id,
-            verdict,
-            f"re-timed with all rounds (candidate {candidate_id}): {_reading(retimed)}; the early look stands",
-        )
+        return of_record(own, [reading(candidate_id, retimed)] if retimed is not None else [], best=True)
 
     # ---- the result ----------------------------------------------------------------------------
     def best_flagged(self) -> tuple[int, Verdict] | None:
@@ -272,11 +291,13 @@ class SearchState:
             result.baseline_ms = typical_ms(self.baseline.timing, "baseline")
         parents = self.parents
         if parents and parents[0].candidate_id is not None:
-            best = parents[0].candidate_id
-            record_id, verdict, note = self.of_record(best)
-            result.best_candidate, result.record_candidate = best, record_id
-            result.speedup = verdict.speedup if verdict is not None else parents[0].speedup
-            _times_from(result, verdict)
+            result.best_candidate = parents[0].candidate_id
+            result.number = self.of_record(result.best_candidate)
+            # why no re-timing happened (a budget, a stop) unless a re-timing is in, or the early look waits for one
+            note = result.number.note() or (self.retime_note if result.number.retimed is None else "")
+            if result.number.withheld and not self.config.retime_best:
+                note += "; this run does not re-time its best (--no-retime-best)"
+            _times_from(result, result.number)
             if note and note not in result.reason:  # a resumed, finished kernel's stored reason holds it already
                 result.reason = "; ".join(part for part in (result.reason, note) if part)
         flagged = self.best_flagged()
@@ -284,44 +305,27 @@ class SearchState:
             candidate_id, verdict = flagged
             result.review = review_of(candidate_id, verdict)
             if not parents:  # nothing accepted: the flagged best is the result, marked as waiting for review
-                result.speedup, result.best_candidate, result.record_candidate = (
-                    verdict.speedup,
-                    candidate_id,
-                    candidate_id,
-                )
-                _times_from(result, verdict)
+                result.best_candidate = candidate_id
+                result.number = of_record(reading(candidate_id, verdict))
+                _times_from(result, result.number)
             if result.review["note"] not in result.reason:
                 result.reason = "; ".join(part for part in (result.reason, result.review["note"]) if part)
         return result
 
 
-def stopped_early(timing: dict[str, Any] | None) -> bool:
-    """Whether a verdict's A/B timing (either pair of a confirmed one) ended before its last round: the
-    timing record's `stopping` (evaluate/ab_timing.py), else fewer rounds than the most."""
-    if not timing:
-        return False
-    pairs = timing.get("pairs") or [timing]
-    if any("stopping" in pair for pair in pairs):
-        return any((pair.get("stopping") or {}).get("settled_early") for pair in pairs)
-    rounds, most = timing.get("rounds"), timing.get("max_rounds")
-    return isinstance(rounds, int) and isinstance(most, int) and rounds < most
+def reading(candidate_id: int, verdict: Verdict) -> Reading:
+    """A verdict as the reading the number of record is chosen from."""
+    return Reading.timed(
+        candidate_id, verdict.status, verdict.speedup, verdict.speedup_ci, verdict.timing, verdict.reason
+    )
 
 
-def _reading(verdict: Verdict) -> str:
-    """`4.97x [4.38, 5.53], faster`, or the status and its reason when nothing was timed."""
-    if verdict.speedup is None:
-        return f"{verdict.status}: {verdict.reason[:200]}" if verdict.reason else verdict.status
-    ci = verdict.speedup_ci
-    interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci and len(ci) == 2 else ""
-    return f"{verdict.speedup:.2f}x{interval}, {verdict.status}"
-
-
-def _times_from(result: KernelResult, verdict: Verdict | None) -> None:
-    """Both times from one verdict's own A/B run: their ratio is its speedup."""
-    if verdict is not None:
-        result.speedup_ci = list(verdict.speedup_ci) if verdict.speedup_ci else None
-    if verdict is not None and verdict.timing:
-        result.baseline_ms, result.best_ms = (
-            typical_ms(verdict.timing, "baseline"),
-            typical_ms(verdict.timing, "candidate"),
-        )
+def _times_from(result: KernelResult, number: NumberOfRecord) -> None:
+    """The speedup, interval and both times of the number of record (one A/B run: their ratio is its speedup);
+    none while it is withheld, and the baseline's own time stays."""
+    quoted = number.quoted
+    result.record_candidate = number.candidate
+    result.speedup, result.speedup_ci = number.speedup, list(number.ci) if number.ci else None
+    result.best_ms = quoted.candidate_ms if quoted else None
+    if quoted is not None and quoted.baseline_ms is not None:
+        result.baseline_ms = quoted.baseline_ms

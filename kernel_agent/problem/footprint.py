@@ -27,6 +27,7 @@ import torch
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from kernel_agent.core.verdict import Refusal, RefusalKind, Status, StatusError
 from kernel_agent.problem.load import Problem, as_outputs, seeded_generator, torch_dtype
 
 GB = 1 << 30
@@ -253,34 +254,37 @@ def device_bytes(device: str) -> int | None:
     return int(free)
 
 
-TOO_LARGE = "too large for"  # how every refusal for size begins (optimize ends such a kernel `too_large`)
-
-
 def refusal(
     problem: Problem,
     device: str,
     budget_bytes: int | None = None,
     footprint: Footprint | None = None,
     available: int | None = None,
-) -> str | None:
-    """A one-line reason when the problem cannot be evaluated within the memory here, else None. Without a
-    budget it is compared with `available` (default: the host's available memory now)."""
+) -> StatusError | None:
+    """The refusal to raise, with its one-line reason and typed numbers, when the problem cannot be evaluated
+    within the memory here; else None. Without a budget it is compared with `available` (default: the host's
+    available memory now)."""
     try:
         footprint = footprint or largest_footprint(problem)
     except Exception as exc:  # noqa: BLE001 - a problem whose sizes cannot even be built on meta
-        return f"cannot size the problem's working set: {type(exc).__name__}: {str(exc)[:200]}"
+        reason = f"cannot size the problem's working set: {type(exc).__name__}: {str(exc)[:200]}"
+        return StatusError(Status.REJECTED, reason, Refusal(RefusalKind.UNSIZABLE))
     if budget_bytes is not None:
         budget = budget_bytes
     else:
         budget = available if available is not None else available_bytes()
-    if footprint.needed_without_gold > budget:
+    needed = footprint.needed_without_gold
+    if needed > budget:
         where = "the --memory-budget" if budget_bytes is not None else "this host's available memory"
-        return (
-            f"{TOO_LARGE} this machine: {footprint.describe()}; an evaluation needs "
-            f"about {_gb(footprint.needed_without_gold)} of host memory and {where} "
+        reason = (
+            f"too large for this machine: {footprint.describe()}; an evaluation needs "
+            f"about {_gb(needed)} of host memory and {where} "
             f"is {_gb(budget)} (raise it with --memory-budget GB, or shrink the problem's sizes)"
         )
+        return StatusError(Status.REJECTED, reason, Refusal(RefusalKind.TOO_LARGE, needed, budget, "host"))
     on_device = device_bytes(device)
-    if on_device is not None and 2 * (footprint.inputs + footprint.outputs) + footprint.parameters > on_device:
-        return f"{TOO_LARGE} the GPU: {footprint.describe()} and {_gb(on_device)} free on the device"
+    needed = 2 * (footprint.inputs + footprint.outputs) + footprint.parameters
+    if on_device is not None and needed > on_device:
+        reason = f"too large for the GPU: {footprint.describe()} and {_gb(on_device)} free on the device"
+        return StatusError(Status.REJECTED, reason, Refusal(RefusalKind.TOO_LARGE, needed, on_device, "device"))
     return None

@@ -82,16 +82,19 @@ class CaseMaker:
         return list(state), [t.detach().cpu() for t in state.values()]
 
     # ---- inputs ---------------------------------------------------------------
-    def inputs(self, shape: Shape, dtype: str, distribution: str, seed: int) -> list[torch.Tensor]:
-        generator = seeded_generator(seed)
+    def inputs(self, shape: Shape, dtype: str, distribution: str, seed: int, where: str = "cpu") -> list[torch.Tensor]:
+        """One case's inputs from a secret seed; `where="cuda"` draws them on the device (the device data path's
+        timed calls, DESIGN.md section 18: no host round trip per call)."""
+        generator = seeded_generator(seed, where)
         if self.problem.kind == "kernelbench":
             torch.manual_seed(seed)
-            drawn = list(self.module.get_inputs())
+            drawn = [t.to(where) for t in self.module.get_inputs()]
         else:
-            drawn = list(self.module.make_inputs(shape, torch_dtype(dtype), "cpu", generator))
+            drawn = list(self.module.make_inputs(shape, torch_dtype(dtype), where, generator))
         if distribution == "uniform":
             drawn = [
-                torch.rand(t.shape, generator=generator, dtype=t.dtype) if t.is_floating_point() else t for t in drawn
+                torch.rand(t.shape, generator=generator, dtype=t.dtype, device=where) if t.is_floating_point() else t
+                for t in drawn
             ]
         return [t.contiguous() for t in drawn]
 
@@ -107,38 +110,39 @@ class CaseMaker:
                 return as_outputs(self.meta_model(*metas))
             return as_outputs(self.module.reference(*metas))
 
-    def reference_same_dtype(self, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        """The reference in the inputs' own dtype only (no float64 gold), on CPU."""
+    def reference_same_dtype(self, inputs: list[torch.Tensor], where: str = "cpu") -> tuple[torch.Tensor, ...]:
+        """The reference in the inputs' own dtype only (no float64 gold), on CPU (or `where`)."""
         with torch.no_grad():
             on_device = [t.to(self.device) for t in inputs]
             model = self.model if self.problem.kind == "kernelbench" else self.module.reference
             assert model is not None
-            return tuple(t.cpu() for t in as_outputs(model(*on_device)))
+            return tuple(t.to(where) for t in as_outputs(model(*on_device)))
 
     def reference(
-        self, inputs: list[torch.Tensor], gold: bool = True
+        self, inputs: list[torch.Tensor], gold: bool = True, where: str = "cpu"
     ) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
         """(gold in float64, base in the inputs' dtype), both on CPU; (base, base) when `gold` is False
-        (a case whose float64 copies would not fit the memory budget).
+        (a case whose float64 copies would not fit the memory budget). `where="cuda"` keeps both on the device
+        (the device data path compares there).
 
         The float64 copies of the inputs live only while the gold is computed, so one case never
         holds more than its inputs, their float64 copies and the two references at once."""
         if not gold:
-            base = self.reference_same_dtype(inputs)
+            base = self.reference_same_dtype(inputs, where)
             return base, base
         with torch.no_grad():
             on_device = [t.to(self.device) for t in inputs]
             doubles = [t.double() if t.is_floating_point() else t for t in on_device]
             if self.problem.kind == "kernelbench":
                 assert self.model is not None and self.gold_model is not None
-                gold_out = tuple(t.cpu() for t in as_outputs(self.gold_model(*doubles)))
+                gold_out = tuple(t.to(where) for t in as_outputs(self.gold_model(*doubles)))
                 del doubles
                 base_out = as_outputs(self.model(*on_device))
             else:
-                gold_out = tuple(t.cpu() for t in as_outputs(self.module.reference(*doubles)))
+                gold_out = tuple(t.to(where) for t in as_outputs(self.module.reference(*doubles)))
                 del doubles
                 base_out = as_outputs(self.module.reference(*on_device))
-        return gold_out, tuple(t.cpu() for t in base_out)
+        return gold_out, tuple(t.to(where) for t in base_out)
 
 
 def randomize_parameters(model: torch.nn.Module, generator: torch.Generator) -> None:

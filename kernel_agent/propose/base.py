@@ -45,6 +45,12 @@ class LLMCall:
     error: str | None = None
     cached: bool = False  # served from the response cache: nothing was paid
     attempts: int = 1
+    reasoning_texts: list[str] = field(default_factory=list)  # one per choice: the thought, never parsed (capped)
+    reasoning_tokens: int = 0  # part of completion_tokens as most endpoints count them; billed as output
+    notes: list[str] = field(default_factory=list)  # what happened on the way: a cut stream, a shrunk history
+    lessons: list[str] = field(default_factory=list)  # what this exchange learned about the endpoint (told once)
+    endpoint_rules: dict[str, Any] | None = None  # the endpoint's rules after a lesson (stored with the run)
+    templates: dict[str, str] = field(default_factory=dict)  # prompt template name -> sha256 of its source
 
 
 @dataclass
@@ -79,6 +85,7 @@ class ProposalContext:
     device: str
     cache_lookup: Callable[[str], LLMCall | None] = lambda key: None  # response cache by prompt hash
     best_profile: dict[str, Any] | None = None  # the same profile for parents[0], the current best (role "candidate")
+    on_tokens: Callable[[int], None] | None = None  # tokens received so far of the reply streaming in (progress)
 
 
 class Provider(Protocol):

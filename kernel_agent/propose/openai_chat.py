@@ -3,8 +3,11 @@
 Why its own retries: the SDK's built-in retries are invisible (no count, no
 cost), while a run must record how many attempts each exchange took and must
 never die because an endpoint is flaky; so the SDK runs with `max_retries=0`
-and this module retries 429, 5xx, timeouts and connection errors with capped,
-jittered exponential backoff. Every exchange (or cache reuse) is one `LLMCall`.
+and this module retries 429, 5xx, timeouts, dropped connections and streams cut
+mid-reply with capped, jittered exponential backoff. A 400 that names a parameter
+the endpoint refuses is sent again once without it (`endpoint.lesson`); one that
+says the prompt is too long is sent again with fewer earlier attempts in it.
+Every exchange (or cache reuse) is one `LLMCall`, with its thought kept apart.
 """
 
 from __future__ import annotations
@@ -13,34 +16,39 @@ import hashlib
 import json
 import os
 import random
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import openai
 
 from kernel_agent.core.text import clean
+from kernel_agent.propose import prices as prices_module
+from kernel_agent.propose import reasoning
 from kernel_agent.propose.base import LLMCall, Proposal, ProposalBatch, ProposalContext
+from kernel_agent.propose.endpoint import (
+    MAX_SHRINKS,
+    EndpointRules,
+    Request,
+    body,
+    is_context_length,
+    lesson,
+    prior,
+    shrink,
+)
 from kernel_agent.propose.parse import extract_candidate, summary_line
-from kernel_agent.propose.prompts import PromptTemplateError, render_messages
+from kernel_agent.propose.prices import DEFAULT_PRICES, Prices, Usage, call_cost
+from kernel_agent.propose.prompts import PromptTemplateError, render_messages, template_hashes
+from kernel_agent.propose.reply import Reply, StreamCut, from_completion, from_stream
+
+__all__ = ["DEFAULT_PRICES", "OpenAIProvider", "ProviderConfigError", "call_cost", "load_prices", "prompt_hash"]
 
 API_KEY_ENV = "OPENAI_API_KEY"
-# USD per 1M (prompt, completion) tokens; list prices when written. Extend or correct with a TOML file.
-DEFAULT_PRICES: dict[str, tuple[float, float]] = {
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1-nano": (0.10, 0.40),
-    "o3": (2.00, 8.00),
-    "o3-mini": (1.10, 4.40),
-    "o4-mini": (1.10, 4.40),
-    "gpt-5": (1.25, 10.00),
-    "gpt-5-mini": (0.25, 2.00),
-}
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+REASONING_EFFORTS = ("low", "medium", "high")
 
 
 class ProviderConfigError(ValueError):
@@ -69,81 +77,74 @@ def resolve_api_key(key_file: Path | None = None) -> str:
     return key
 
 
-def load_prices(path: Path | None = None) -> dict[str, tuple[float, float]]:
-    """DEFAULT_PRICES overlaid with a TOML file's `[prices] "model" = [usd_per_1M_in, usd_per_1M_out]`."""
-    prices = dict(DEFAULT_PRICES)
-    if path is None:
-        return prices
+def load_prices(path: Path | None = None) -> Prices:
+    """The dated price table overlaid with a TOML file (see `prices.load_prices`); a bad file is a config error."""
     try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except OSError as exc:
-        raise ProviderConfigError(f"{path}: cannot read the price file ({exc.strerror})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ProviderConfigError(f"{path}: not valid TOML ({exc})") from None
-    table = data.get("prices", {})
-    if not isinstance(table, dict):
-        raise ProviderConfigError(f'{path}: [prices] must be a table of "model" = [in, out]')
-    for model, pair in table.items():
-        prices[model] = _price_pair(pair, model, path)
-    return prices
-
-
-def _price_pair(pair: Any, model: str, path: Path) -> tuple[float, float]:
-    ok = (
-        isinstance(pair, list)
-        and len(pair) == 2
-        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in pair)
-    )
-    if not ok:
-        raise ProviderConfigError(
-            f"{path}: prices.{model!r} must be [usd_per_1M_prompt, usd_per_1M_completion], two non-negative numbers"
-        )
-    return float(pair[0]), float(pair[1])
-
-
-def price_of(model: str, prices: dict[str, tuple[float, float]]) -> tuple[float, float] | None:
-    """Exact match, else the longest known prefix (dated snapshots such as gpt-4o-2024-08-06)."""
-    if model in prices:
-        return prices[model]
-    prefixes = [m for m in prices if model.startswith(m + "-")]
-    return prices[max(prefixes, key=len)] if prefixes else None
-
-
-def call_cost(model: str, prompt_tokens: int, completion_tokens: int, prices: dict[str, tuple[float, float]]) -> float:
-    """USD for one exchange; 0.0 for models without a price (local servers)."""
-    price = price_of(model, prices)
-    if price is None:
-        return 0.0
-    return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6
+        return prices_module.load_prices(path)
+    except prices_module.PriceFileError as exc:
+        raise ProviderConfigError(str(exc)) from None
 
 
 def prompt_hash(request: dict[str, Any]) -> str:
-    """Cache key: sha256 of the canonical JSON of model, messages, temperature, n and max_tokens."""
+    """Cache key: sha256 of the canonical JSON of model, messages, temperature, n and the reply's token limit
+    (whichever name carries it), plus the reasoning effort when one is set."""
     keys = ("model", "messages", "temperature", "n", "max_tokens")
-    canonical = json.dumps({k: request.get(k) for k in keys}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    logical = {k: request.get(k) for k in keys}
+    if logical["max_tokens"] is None:
+        logical["max_tokens"] = request.get("max_completion_tokens")
+    if request.get("reasoning_effort"):
+        logical["reasoning_effort"] = request["reasoning_effort"]
+    canonical = json.dumps(logical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def to_proposals(
     texts: list[str], entry_point: str, origin: str, call_index: int, finish_reasons: list[str | None] | None = None
 ) -> list[Proposal]:
-    """One Proposal per choice; a reply without a usable module becomes a parse error, not a crash."""
+    """One Proposal per choice; a reply without a usable module becomes a parse error, not a crash. An inline
+    thought still in a text (a reply recorded before thoughts were split off) is dropped before parsing."""
     proposals = []
-    for i, text in enumerate(texts):
+    for i, raw in enumerate(texts):
+        text = reasoning.split(raw).answer if isinstance(raw, str) else raw
         source, reason = extract_candidate(text, entry_point)
         finish = finish_reasons[i] if finish_reasons and i < len(finish_reasons) else None
         if reason and finish == "length":
             reason += " (the reply hit max_tokens)"
+        if reason and not (text or "").strip() and isinstance(raw, str) and raw.strip():
+            cut = " (it hit max_tokens)" if finish == "length" else ""
+            reason = f"the reply holds only reasoning, no answer{cut}"
         proposals.append(
             Proposal(
                 source=source, origin=origin, note=summary_line(text), parse_error=reason, llm_call_index=call_index
             )
         )
     return proposals
+
+
+@dataclass
+class Cuts:
+    """Replies of one exchange that broke mid-stream: each was paid for (its prompt, what it streamed), so
+    each is counted once in the call that finally succeeded or gave up."""
+
+    count: int = 0
+    output_tokens: int = 0
+
+    def add(self, tokens: int) -> None:
+        self.count += 1
+        self.output_tokens += tokens
+
+
+class ContextTooLong(Exception):
+    """The endpoint said the prompt does not fit; `call` is the exchange so far (its attempts count)."""
+
+    def __init__(self, call: LLMCall, message: str) -> None:
+        super().__init__(message)
+        self.call = call
+
+
+def from_options(*, api_key_file: Path | None = None, **options: Any) -> OpenAIProvider:
+    """The provider as registered (kernel_agent.propose): the key is read here, from a file or the environment."""
+    return OpenAIProvider(api_key=resolve_api_key(api_key_file), **options)
 
 
 class OpenAIProvider:
@@ -163,11 +164,14 @@ class OpenAIProvider:
         request_timeout: float = 300.0,
         max_retries: int = 4,
         prompts_dir: Path | None = None,
-        prices: dict[str, tuple[float, float]] | None = None,
+        prices: Prices | None = None,
         backoff_base_s: float = 1.0,
         backoff_cap_s: float = 60.0,
         max_requests_per_round: int = 4,
         sleep: Callable[[float], None] = time.sleep,
+        reasoning_effort: str | None = None,
+        stream: bool = True,
+        rules: dict[str, Any] | None = None,
     ) -> None:
         _validate(
             base_url=base_url,
@@ -178,6 +182,7 @@ class OpenAIProvider:
             max_tokens=max_tokens,
             request_timeout=request_timeout,
             max_retries=max_retries,
+            reasoning_effort=reasoning_effort,
         )
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -191,19 +196,24 @@ class OpenAIProvider:
         self.backoff_base_s = backoff_base_s
         self.backoff_cap_s = backoff_cap_s
         self.max_requests_per_round = max(1, max_requests_per_round)
+        self.reasoning_effort = reasoning_effort
+        self.reply_room = max_tokens  # lowered when a context-length refusal showed the reply cannot have more
         self._sleep = sleep
+        # Learned rules of a stored run win over the first guess; --no-stream wins over both.
+        known = EndpointRules.from_json(rules) if rules else prior(model)
+        self.rules = replace(known, stream=known.stream and stream)
+        self._rules_lock = threading.Lock()
         self.client = openai.OpenAI(base_url=self.base_url, api_key=api_key, timeout=request_timeout, max_retries=0)
 
     def propose(self, context: ProposalContext) -> ProposalBatch:
         """Ask for `context.samples` candidates; endpoint faults end up in the batch's calls, never raised."""
-        messages = self.render(context)
         wanted = context.samples if context.samples > 0 else self.n
         batch = ProposalBatch()
         for _ in range(self.max_requests_per_round):
             missing = wanted - len(batch.proposals)
             if missing <= 0:
                 break
-            call, finish_reasons = self._exchange(messages, missing, context.cache_lookup)
+            call, finish_reasons = self._fitted(context, missing)
             batch.calls.append(call)
             if call.error or not call.response_texts:
                 break
@@ -219,57 +229,152 @@ class OpenAIProvider:
         except PromptTemplateError as exc:
             raise ProviderConfigError(f"prompt template error: {exc}; fix the template or drop --prompts") from None
 
+    def request(self, messages: list[dict[str, str]], n: int, max_tokens: int | None = None) -> Request:
+        """What this provider asks for, before the endpoint's rules shape it."""
+        return Request(
+            model=self.model,
+            messages=messages,
+            n=n,
+            max_tokens=max_tokens or self.max_tokens,
+            temperature=self.temperature,
+            reasoning_effort=self.reasoning_effort,
+        )
+
     def request_body(self, messages: list[dict[str, str]], n: int) -> dict[str, Any]:
-        return {
-            "messages": messages,
-            "model": self.model,
-            "temperature": self.temperature,
-            "n": n,
-            "max_tokens": self.max_tokens,
-        }
+        """The body as it would be sent now (under the rules learned so far)."""
+        return body(self.request(messages, n), self.rules)
 
-    def _exchange(
-        self, messages: list[dict[str, str]], n: int, cache_lookup: Callable[[str], LLMCall | None]
-    ) -> tuple[LLMCall, list[str | None]]:
-        """One cached reuse or one live exchange (with its retries)."""
-        request = self.request_body(messages, n)
-        key = prompt_hash(request)
-        hit = cache_lookup(key)
-        if hit is not None and hit.response_texts:
-            reused = replace(hit, cached=True, cost_usd=0.0, latency_s=0.0, attempts=0, error=None)
-            return reused, [None] * len(hit.response_texts)
-        return self._live(request, key)
-
-    def _live(self, request: dict[str, Any], key: str) -> tuple[LLMCall, list[str | None]]:
-        call = LLMCall(prompt_hash=key, model=self.model, base_url=self.base_url, request=request, response_texts=[])
-        start = time.monotonic()
-        while True:
+    def _fitted(self, context: ProposalContext, n: int) -> tuple[LLMCall, list[str | None]]:
+        """One exchange whose request fits the model's context: a context-length refusal shrinks it (`_shrink`)
+        and sends it again; every refused try counts in the call's attempts and notes. A reply room cut to fit
+        is kept for later requests (the context does not grow)."""
+        history, reply_tokens = list(context.history), self.reply_room
+        notes: list[str] = []
+        refused_attempts = 0
+        for shrinks in range(MAX_SHRINKS + 1):
+            messages = self.render(replace(context, history=history))
             try:
-                response = self.client.chat.completions.create(**request)
+                call, finish = self._exchange(self.request(messages, n, reply_tokens), context)
+            except ContextTooLong as refused:
+                shrunk = shrink(history, reply_tokens, str(refused)) if shrinks < MAX_SHRINKS else None
+                if shrunk is None:
+                    call, finish = refused.call, []
+                    call.error = _one_line(f"the prompt does not fit the model's context: {refused}")
+                    break
+                refused_attempts += refused.call.attempts
+                history, reply_tokens = shrunk.history, shrunk.reply_tokens
+                notes.append(shrunk.note)
+                continue
+            break
+        call.attempts += refused_attempts
+        call.notes[:0] = notes
+        call.templates = template_hashes(self.prompts_dir)
+        if call.error is None and reply_tokens < self.reply_room:
+            self.reply_room = reply_tokens
+        return call, finish
+
+    def _exchange(self, request: Request, context: ProposalContext) -> tuple[LLMCall, list[str | None]]:
+        """One cached reuse or one live exchange (with its retries)."""
+        logical = body(request, EndpointRules(stream=False))
+        key = prompt_hash(logical)
+        hit = context.cache_lookup(key)
+        if hit is not None and hit.response_texts:
+            reused = replace(hit, cached=True, cost_usd=0.0, latency_s=0.0, attempts=0, error=None, lessons=[])
+            return reused, [None] * len(hit.response_texts)
+        return self._live(request, key, context.on_tokens)
+
+    def _live(
+        self, request: Request, key: str, on_tokens: Callable[[int], None] | None
+    ) -> tuple[LLMCall, list[str | None]]:
+        sent = body(request, self.rules)
+        call = LLMCall(prompt_hash=key, model=self.model, base_url=self.base_url, request=sent, response_texts=[])
+        start = time.monotonic()
+        cuts = Cuts()
+        while True:
+            sent = body(request, self.rules)
+            call.request = sent
+            try:
+                reply = self._send(sent, on_tokens)
+            except StreamCut as cut:
+                cuts.add(cut.partial.estimated_tokens)
+                why = f"deadline of {self.request_timeout:g} s" if cut.timed_out else _cause(cut)
+                call.notes.append(
+                    f"attempt {call.attempts}: the stream was cut after ~{cut.partial.estimated_tokens} tokens ({why})"
+                )
+                if call.attempts > self.max_retries:
+                    what = f"request timed out after {self.request_timeout:g} s" if cut.timed_out else "stream cut"
+                    return self._failed(call, f"{what} ({_attempts_text(call.attempts, True)})", start, cuts)
+                self._sleep(self.backoff_delay(call.attempts))
+                call.attempts += 1
+                continue
+            except openai.BadRequestError as exc:
+                message, param, code = _error_fields(exc)
+                if is_context_length(message, code):
+                    call.latency_s = time.monotonic() - start
+                    raise ContextTooLong(call, _one_line(message)) from None
+                if sent == body(request, self.rules):  # else another request learned it meanwhile: send again
+                    learned = self._learn(message, param)
+                    if learned is None:
+                        error = f"{describe(exc, self.request_timeout)} (not retried)"
+                        return self._failed(call, error, start, cuts)
+                    call.lessons.append(learned)
+                    call.endpoint_rules = self.rules.to_json()
+                call.attempts += 1
+                continue
             except Exception as exc:  # endpoint faults of any kind are recorded, never raised
                 if not (retryable(exc) and call.attempts <= self.max_retries):
-                    call.error = (
-                        f"{describe(exc, self.request_timeout)} ({_attempts_text(call.attempts, retryable(exc))})"
-                    )
-                    call.latency_s = time.monotonic() - start
-                    return call, []
+                    error = f"{describe(exc, self.request_timeout)} ({_attempts_text(call.attempts, retryable(exc))})"
+                    return self._failed(call, error, start, cuts)
                 self._sleep(self.backoff_delay(call.attempts, exc))
                 call.attempts += 1
                 continue
             call.latency_s = time.monotonic() - start
-            return self._fill(call, response)
+            return self._fill(call, reply, cuts)
 
-    def _fill(self, call: LLMCall, response: Any) -> tuple[LLMCall, list[str | None]]:
-        """Texts, usage and cost from a response; a response without choices is an endpoint fault."""
-        choices = sorted(getattr(response, "choices", None) or [], key=lambda c: getattr(c, "index", 0) or 0)
-        usage = getattr(response, "usage", None)
-        call.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-        call.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+    def _send(self, sent: dict[str, Any], on_tokens: Callable[[int], None] | None) -> Reply:
+        """One HTTP exchange: streamed under a deadline for the whole reply, or whole."""
+        if not sent.get("stream"):
+            return from_completion(self.client.chat.completions.create(**sent))
+        deadline = time.monotonic() + self.request_timeout
+        stream = self.client.chat.completions.create(**sent)
+        return from_stream(stream, deadline, on_tokens)
+
+    def _learn(self, message: str, param: str | None) -> str | None:
+        """Apply what a 400 says about a refused parameter; the one line that says so, or None."""
+        with self._rules_lock:
+            learned = lesson(self.rules, message, param)
+            if learned is None:
+                return None
+            self.rules = learned
+        return f"{self.base_url} {self.model}: {learned.learned[-1]}; sent again"
+
+    def _fill(self, call: LLMCall, reply: Reply, cuts: Cuts) -> tuple[LLMCall, list[str | None]]:
+        """Texts, thoughts, usage and cost; a reply without choices is an endpoint fault."""
+        usage = reply.usage
+        if usage is None:
+            estimate = Usage(prompt_tokens=_prompt_estimate(call.request), completion_tokens=reply.estimated_tokens)
+            call.notes.append("the endpoint reported no usage: tokens estimated")
+            usage = estimate
+        call.prompt_tokens = usage.prompt_tokens * (1 + cuts.count)
+        call.completion_tokens = usage.billed_output + cuts.output_tokens
+        call.reasoning_tokens = usage.reasoning_tokens or sum(len(t) for t in reply.thoughts) // 4
         call.cost_usd = call_cost(self.model, call.prompt_tokens, call.completion_tokens, self.prices)
-        call.response_texts = [_content(c) for c in choices]
-        if not choices:
+        call.response_texts = list(reply.answers)
+        # Foreign text, shown by `candidates show`: sanitized once here (the answers are code, never rewritten).
+        call.reasoning_texts = [clean(reasoning.capped(t), 2 * reasoning.REASONING_CAP, True) for t in reply.thoughts]
+        if not reply.answers:
             call.error = "the endpoint returned no choices"
-        return call, [getattr(c, "finish_reason", None) for c in choices]
+        return call, list(reply.finish_reasons)
+
+    def _failed(self, call: LLMCall, error: str, start: float, cuts: Cuts) -> tuple[LLMCall, list[str | None]]:
+        """A call that got no reply; what cut streams delivered is still counted (and paid)."""
+        call.error = _one_line(error)
+        call.latency_s = time.monotonic() - start
+        if cuts.count:
+            call.prompt_tokens = _prompt_estimate(call.request) * cuts.count
+            call.completion_tokens = cuts.output_tokens
+            call.cost_usd = call_cost(self.model, call.prompt_tokens, call.completion_tokens, self.prices)
+        return call, []
 
     def backoff_delay(self, attempt: int, exc: Exception | None = None) -> float:
         """Exponential from backoff_base_s with up to 50% jitter, at least any Retry-After, capped."""
@@ -279,6 +384,28 @@ class OpenAIProvider:
         return min(self.backoff_cap_s, delay)
 
 
+def _prompt_estimate(request: dict[str, Any]) -> int:
+    """About 4 characters per token: for accounting where the endpoint reported nothing."""
+    return max(1, sum(len(str(m.get("content", ""))) for m in request.get("messages", [])) // 4)
+
+
+def _cause(cut: StreamCut) -> str:
+    cause = cut.cause
+    return _one_line(f"{type(cause).__name__}: {cause}") if cause is not None else "the stream ended early"
+
+
+def _error_fields(exc: openai.APIStatusError) -> tuple[str, str | None, str | None]:
+    """(message, param, code) of an error body in OpenAI's shape (or a list of them, as some endpoints send)."""
+    body_ = exc.body
+    if isinstance(body_, list) and body_:
+        body_ = body_[0]
+    inner = body_.get("error", body_) if isinstance(body_, dict) else None
+    if isinstance(inner, dict):
+        param, code = inner.get("param"), inner.get("code")
+        return str(inner.get("message") or exc), str(param) if param else None, str(code) if code else None
+    return _error_message(exc), None, None
+
+
 def _validate(**options: Any) -> None:
     """Reject nonsense settings up front, in one line naming the option."""
     if not options["base_url"] or not str(options["base_url"]).startswith(("http://", "https://")):
@@ -286,7 +413,7 @@ def _validate(**options: Any) -> None:
             f"base URL {options['base_url']!r} must start with http:// or https:// (e.g. https://api.openai.com/v1)"
         )
     if not options["model"]:
-        raise ProviderConfigError("no model name: pass --model (e.g. gpt-4o-mini)")
+        raise ProviderConfigError("no model name: pass --model (e.g. gpt-5-mini)")
     if not options["api_key"]:
         raise ProviderConfigError(f"no API key: set {API_KEY_ENV} or pass --api-key-file FILE")
     checks = {
@@ -296,15 +423,13 @@ def _validate(**options: Any) -> None:
         "request_timeout": options["request_timeout"] > 0,
         "max_retries": options["max_retries"] >= 0,
     }
+    if options["reasoning_effort"] not in (None, *REASONING_EFFORTS):
+        raise ProviderConfigError(
+            f"reasoning_effort={options['reasoning_effort']!r}: use one of {', '.join(REASONING_EFFORTS)}"
+        )
     for option, ok in checks.items():
         if not ok:
             raise ProviderConfigError(f"{option}={options[option]!r} is out of range")
-
-
-def _content(choice: Any) -> str:
-    message = getattr(choice, "message", None)
-    content = getattr(message, "content", None)
-    return content if isinstance(content, str) else ""
 
 
 def retryable(exc: Exception) -> bool:
@@ -332,7 +457,7 @@ def describe(exc: Exception, timeout: float) -> str:
             403: "; check the API key's permissions",
             404: "; check --model and --base-url",
         }.get(exc.status_code, "")
-        return _one_line(f"HTTP {exc.status_code}: {_error_message(exc)}{hint}")
+        return _one_line(f"HTTP {exc.status_code}: {_error_fields(exc)[0]}{hint}")
     if isinstance(exc, openai.APITimeoutError):
         return f"request timed out after {timeout:g} s"
     if isinstance(exc, openai.APIConnectionError):

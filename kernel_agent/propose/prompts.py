@@ -10,14 +10,14 @@ here in Python so an override template only has to lay text out.
 from __future__ import annotations
 
 import ast
+import hashlib
 import math
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from kernel_agent import cpp
-from kernel_agent.evaluate.backends import detect_backend
+from kernel_agent.evaluate.backends import detect_backend, get_backend
 from kernel_agent.problem.load import Problem
 from kernel_agent.propose.base import Attempt, ProposalContext
 
@@ -33,6 +33,7 @@ def _packaged_prompts() -> Path:
 
 
 PACKAGE_PROMPTS = _packaged_prompts()
+TEMPLATE_NAMES = ("system.j2", "optimize.j2", "repair.j2")
 HISTORY_LIMIT = 8
 PARENT_LIMIT = 3
 REASON_LIMIT = 400
@@ -77,6 +78,20 @@ def template_environment(prompts_dir: Path | None = None) -> jinja2.Environment:
     return jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, **options)
 
 
+def template_hashes(prompts_dir: Path | None = None) -> dict[str, str]:
+    """sha256 of each template's source as the environment finds it (an override first): what a verdict
+    certificate names as the prompt that produced a candidate (a template that does not load is left out)."""
+    env = template_environment(prompts_dir)
+    found = {}
+    for name in TEMPLATE_NAMES:
+        try:
+            source, _, _ = env.loader.get_source(env, name)  # type: ignore[union-attr]
+        except jinja2.TemplateNotFound:
+            continue
+        found[name] = hashlib.sha256(source.encode()).hexdigest()
+    return found
+
+
 def template_variables(context: ProposalContext) -> dict[str, Any]:
     """Everything a template may use, already capped and formatted."""
     problem = context.problem
@@ -90,7 +105,7 @@ def template_variables(context: ProposalContext) -> dict[str, Any]:
         "entry_point": problem.entry_point,
         "signature": entry_signature(context.baseline_source, problem),
         "backend": backend,
-        "backend_label": BACKEND_LABELS.get(backend, backend),
+        "backend_label": backend_label(backend),
         "rules": backend_rules(problem, backend, context.device),
         "reference_source": problem.reference_source,
         "baseline_source": context.baseline_source,
@@ -190,38 +205,21 @@ def backend_rules(problem: Problem, backend: str, device: str) -> list[str]:
         " no eval/exec, no dynamic imports, no frame or heap inspection.",
         "No try/except fallback paths: a slow fallback hides the real kernel's behaviour and is flagged.",
     ]
-    return rules + BACKEND_RULES.get(backend, [])
+    return rules + backend_prompt_rules(backend)
 
 
-BACKEND_LABELS = {"cpp": "C++", "triton": "Triton", "cuda": "CUDA", "torch": "PyTorch", "any": "custom"}
-BACKEND_RULES: dict[str, list[str]] = {
-    "cpp": [
-        'C++ backend: put ALL C/C++ code in ONE module-level plain string literal `CPP_SOURCE = r"""..."""`'
-        " (no f-string, no concatenation, no formatting): the "
-        "trusted side compiles that literal before your module runs.",
-        "Load it at import with `from kernel_agent.cpp import load_library, ptr` and `LIB = load_library(CPP_SOURCE)`;"
-        ' export `extern "C"` functions and call them with `ptr(tensor)` for pointers and ctypes scalars'
-        " (`ctypes.c_long`, `ctypes.c_int`, `ctypes.c_float`).",
-        "It is compiled with `gcc " + " ".join(f for f in cpp.DEFAULT_FLAGS if f not in ("-x", "c++")) + "`:"
-        " OpenMP pragmas and SIMD intrinsics (`#include <immintrin.h>`) "
-        "are allowed; make tensors contiguous before passing pointers.",
-    ],
-    "triton": [
-        "Triton backend: write at least one `@triton.jit` kernel and launch it as "
-        "`kernel_fn[grid](...)` from the entry point; keep masks for ragged edges.",
-    ],
-    "cuda": [
-        "CUDA backend: compile with `torch.utils.cpp_extension.load_inline(..., "
-        "cuda_sources=...)` at import and call the extension from the entry point.",
-    ],
-    "any": [
-        "Backend of your choice: Triton (`@triton.jit` kernels launched as `kernel_fn[grid](...)`), CUDA through"
-        " `torch.utils.cpp_extension.load_inline(..., cuda_sources=...)` at import, or plain PyTorch operations.",
-    ],
-    "torch": [
-        "PyTorch backend: use torch operations only; fuse work, avoid temporaries and extra passes over memory.",
-    ],
-}
+ANY_BACKEND_RULES = (
+    "Backend of your choice: Triton (`@triton.jit` kernels launched as `kernel_fn[grid](...)`), CUDA through"
+    " `torch.utils.cpp_extension.load_inline(..., cuda_sources=...)` at import, or plain PyTorch operations.",
+)  # KernelBench's first round: the point is a custom kernel in any backend
+
+
+def backend_label(backend: str) -> str:
+    return "custom" if backend == "any" else get_backend(backend).label
+
+
+def backend_prompt_rules(backend: str) -> list[str]:
+    return list(ANY_BACKEND_RULES if backend == "any" else get_backend(backend).prompt_rules)
 
 
 def parent_view(attempt: Attempt, index: int) -> dict[str, Any]:

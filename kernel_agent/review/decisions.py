@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 from kernel_agent.core.text import clean
+from kernel_agent.core.verdict import Status
 from kernel_agent.db import review_reads as rq
 from kernel_agent.db.models import MEASUREMENTS, RETIME
 from kernel_agent.db.session import Database
@@ -64,7 +65,7 @@ def may_ship(record: rq.CandidateRecord, approved_only: bool = False) -> bool:
     decision = record.decision.decision if record.decision else None
     if record.status not in rq.SHIPPABLE or record.origin in MEASUREMENTS:
         return False
-    if approved_only or record.status == "flagged":
+    if approved_only or record.status == Status.FLAGGED:
         return decision == "approve"
     return decision != "reject"
 

@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from kernel_agent.tune.records import Config, ConfigTime, Shape, config_key
+from kernel_agent.tune.records import Config, ConfigTime, Shape, TunedConfig, config_key, parse_config
+
+if TYPE_CHECKING:
+    from kernel_agent.db.session import Database
+    from kernel_agent.db.tuning import VariantKey
 
 
 @dataclass
@@ -68,3 +73,16 @@ class GroundTruth:
             list(self.pool),
             self.default,
         )
+
+
+def tuned_configs(db: Database, key: VariantKey, names: tuple[str, ...]) -> list[TunedConfig]:
+    """The variant's per-shape config table on this device: each tuned shape's fastest config (an exporter's
+    input; `names` label the shape's dimensions)."""
+    from kernel_agent.db.tuning import stored_times  # the database is optional where only `eval` runs
+
+    table = GroundTruth.from_rows(stored_times(db, key))
+    return [
+        TunedConfig(dict(zip(names, shape)), parse_config(best), table.times[shape][best])
+        for shape in table.shapes
+        if (best := table.best(shape)) is not None
+    ]

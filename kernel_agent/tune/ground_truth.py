@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from kernel_agent.core.config import ProfileWhen
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
 from kernel_agent.problem.load import Problem
@@ -119,7 +120,9 @@ def time_config(
     rounds = plan.quick_rounds if stage == Stage.SCREEN else plan.full_rounds
     seeds = SCREEN_SEEDS if stage == Stage.SCREEN else options.seeds_per_shape
     verdict = evaluate(
-        sub, source, dataclasses.replace(options, timing_rounds=rounds, seeds_per_shape=seeds, profile="never")
+        sub,
+        source,
+        dataclasses.replace(options, timing_rounds=rounds, seeds_per_shape=seeds, profile=ProfileWhen.NEVER),
     )
     return rows_of(verdict, config, shapes, plan.dtype, stage)
 

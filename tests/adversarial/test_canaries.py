@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from adversarial.common import ROOT, SOFTMAX
+from kernel_agent.evaluate.canaries import audit_problem
 from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
-from kernel_agent.problem.canaries import audit_problem
 from kernel_agent.problem.load import load_problem
 
 EXAMPLES = sorted(p for p in (ROOT / "examples").iterdir() if (p / "problem.py").is_file()) + sorted(

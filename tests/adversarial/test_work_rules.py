@@ -38,3 +38,23 @@ def test_a_second_core_is_named_when_nothing_pins_the_sandbox(
             break
     assert verdict.status == "rejected", f"{verdict.status}: {verdict.reason}"
     assert "thread(s) allow" in verdict.reason
+
+
+def test_without_a_cgroup_freezer_a_process_that_resumes_itself_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SIGSTOP fallback: a timer the candidate armed sends it SIGCONT between requests; the next thaw
+    finds it running (issue 31 E). Under the cgroup freezer the same fixture reads correct (test_fixtures)."""
+    monkeypatch.setenv("KERNEL_AGENT_FREEZER", "signal")
+    verdict = run_fixture(FIXTURES["w3e_timer_resume"], tmp_path / "sandbox")
+    assert verdict.status == "rejected", f"{verdict.status}: {verdict.reason}"
+    assert "escaped the freezer (SIGSTOP)" in verdict.reason
+    assert verdict.accounting is None or verdict.accounting["candidate"]["freezer"] == "SIGSTOP"
+
+
+def test_a_cgroup_freezer_holds_where_the_machine_has_one(tmp_path: Path) -> None:
+    verdict = run_fixture(FIXTURES["ok_faster"], tmp_path / "sandbox")
+    freezer = verdict.timing["accounting"]["candidate"]["freezer"]
+    if cgroup_root() is not None:
+        assert freezer == "cgroup v2 freezer", freezer
+    assert f"frozen between requests by {freezer}" in verdict.isolation

@@ -9,8 +9,16 @@ Scripted items, one popped per request:
 - ["a", "b"]: one choice per string (fewer than `n` lets tests check top-ups);
 - {"status": 429} / {"status": 500} / any status: an OpenAI-shaped error body
   (optional "message", and "retry_after" for a Retry-After header);
-- {"sleep": seconds, "reply": item}: wait, then answer with `item`.
+- {"sleep": seconds, "reply": item}: wait, then answer with `item`;
+- {"cut_after": characters, "reply": item}: stream `item` and drop the connection mid-reply after
+  that many characters of content (a streamed request only; a whole one gets `item`);
+- {"chunk_delay": seconds, "reply": item}: stream `item` with that pause between chunks (a slow model).
 An empty queue answers NO_MORE_REPLIES.
+
+A request with `"stream": true` is answered as OpenAI streams (server-sent events, chunked, usage in a
+last chunk when `stream_options.include_usage` asks for it). A `Profile` (endpoint_profiles.py) makes the
+server play one real endpoint's documented behaviour: what it refuses, where it puts reasoning, how it
+counts tokens.
 
     with ScriptedServer(["```python\\ndef kernel(x):\\n    return x\\n```"]) as server:
         server.base_url  # http://127.0.0.1:PORT/v1
@@ -41,7 +49,10 @@ ERROR_TYPES = {
 class ScriptedServer:
     """The scripted endpoint on 127.0.0.1 (an ephemeral port by default), served from a background thread."""
 
-    def __init__(self, replies: list[Any] | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, replies: list[Any] | None = None, host: str = "127.0.0.1", port: int = 0, profile: Any = None
+    ) -> None:
+        self.profile = profile  # an endpoint_profiles.Profile, or None: accept everything, as before
         self._queue: collections.deque[Any] = collections.deque(replies or [])
         self._lock = threading.Lock()
         self._requests: list[dict[str, Any]] = []
@@ -58,9 +69,9 @@ class ScriptedServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def provider_args(self) -> list[str]:
+    def provider_args(self, model: str = "scripted") -> list[str]:
         """The `optimize` options that point its OpenAI-compatible provider at this server."""
-        return ["--provider", "openai", "--base-url", self.base_url, "--model", "scripted"]
+        return ["--provider", "openai", "--base-url", self.base_url, "--model", model]
 
     @property
     def requests(self) -> list[dict[str, Any]]:
@@ -78,10 +89,13 @@ class ScriptedServer:
         with self._lock:
             self._queue.extend(replies)
 
-    def next_item(self, body: dict[str, Any]) -> Any:
-        """Record the request and pop its scripted reply (thread-safe)."""
+    def next_item(self, body: dict[str, Any], pop: bool = True) -> Any:
+        """Record the request and pop its scripted reply (thread-safe); `pop=False` only records it (a request
+        the profile refused before any reply)."""
         with self._lock:
             self._requests.append(body)
+            if not pop:
+                return None
             return self._queue.popleft() if self._queue else NO_MORE_REPLIES
 
     def start(self) -> ScriptedServer:
@@ -104,28 +118,70 @@ class ScriptedServer:
         self.stop()
 
 
-def completion_body(item: str | list[str], body: dict[str, Any], serial: int) -> dict[str, Any]:
-    """A chat.completion object with realistic usage (about 4 characters per token)."""
-    n = int(body.get("n") or 1)
-    texts = [str(t) for t in item] if isinstance(item, list) else [str(item)] * n
+def choice_texts(item: str | list[str], body: dict[str, Any], profile: Any = None) -> list[str]:
+    n = 1 if profile is not None and profile.single_choice else int(body.get("n") or 1)
+    return [str(t) for t in item] if isinstance(item, list) else [str(item)] * n
+
+
+def plain_message(text: str) -> dict[str, str]:
+    return {"role": "assistant", "content": text}
+
+
+def usage_of(body: dict[str, Any], messages: list[dict[str, str]], profile: Any = None) -> dict[str, Any]:
+    """Realistic usage (about 4 characters per token), reasoning counted as the profile's server counts it."""
     prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []) if isinstance(m, dict))
     prompt_tokens = max(1, prompt_chars // 4)
-    completion_tokens = sum(max(1, len(t) // 4) for t in texts)
+    completion_tokens = sum(max(1, len(m.get("content") or "") // 4) for m in messages)
+    if profile is not None:
+        return profile.usage(prompt_tokens, completion_tokens, messages)
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def completion_body(item: str | list[str], body: dict[str, Any], serial: int, profile: Any = None) -> dict[str, Any]:
+    """A chat.completion object; the profile (if any) shapes each message (reasoning) and the usage."""
+    texts = choice_texts(item, body, profile)
+    messages = [profile.message(t) if profile is not None else plain_message(t) for t in texts]
     return {
         "id": f"chatcmpl-scripted-{serial}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body.get("model", "scripted"),
         "choices": [
-            {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop", "logprobs": None}
-            for i, t in enumerate(texts)
+            {"index": i, "message": m, "finish_reason": "stop", "logprobs": None} for i, m in enumerate(messages)
         ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
+        "usage": usage_of(body, messages, profile),
     }
+
+
+def stream_events(
+    item: str | list[str], body: dict[str, Any], serial: int, profile: Any = None, cut_after: int | None = None
+) -> tuple[list[dict[str, Any]], bool]:
+    """The chunks of a streamed reply (each choice's fields in 16-character deltas), and whether the stream is
+    cut before its end (after `cut_after` characters of deltas)."""
+    texts = choice_texts(item, body, profile)
+    messages = [profile.message(t) if profile is not None else plain_message(t) for t in texts]
+    base = {"id": f"chatcmpl-scripted-{serial}", "object": "chat.completion.chunk", "created": int(time.time())}
+    base["model"] = body.get("model", "scripted")
+    events: list[dict[str, Any]] = []
+    sent = 0
+    for index, message in enumerate(messages):
+        events.append({**base, "choices": [{"index": index, "delta": {"role": "assistant"}, "finish_reason": None}]})
+        for key in ("reasoning_content", "reasoning", "content"):
+            text = message.get(key) or ""
+            for start in range(0, len(text), 16):
+                if cut_after is not None and sent >= cut_after:
+                    return events, True
+                piece = {key: text[start : start + 16]}
+                events.append({**base, "choices": [{"index": index, "delta": piece, "finish_reason": None}]})
+                sent += len(piece[key])
+        events.append({**base, "choices": [{"index": index, "delta": {}, "finish_reason": "stop"}]})
+    if (body.get("stream_options") or {}).get("include_usage"):
+        events.append({**base, "choices": [], "usage": usage_of(body, messages, profile)})
+    return events, False
 
 
 def error_body(status: int, message: str | None = None) -> dict[str, Any]:
@@ -160,19 +216,59 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 self._send(400, error_body(400, "request body is not JSON"))
                 return
+            profile = server.profile
+            refusal = profile.refusal(body, self.headers) if profile is not None else None
+            if refusal is not None:
+                server.next_item(body, pop=False)
+                self._send(refusal.status, refusal.payload, refusal.headers)
+                return
             item = server.next_item(body)
             self._answer(item, body, server.request_count)
 
         def _answer(self, item: Any, body: dict[str, Any], serial: int) -> None:
-            while isinstance(item, dict) and "sleep" in item:
-                time.sleep(float(item["sleep"]))
+            cut_after, delay = None, 0.0
+            while isinstance(item, dict) and ({"sleep", "cut_after", "chunk_delay"} & set(item)):
+                time.sleep(float(item.get("sleep", 0)))
+                cut_after = item.get("cut_after", cut_after)
+                delay = float(item.get("chunk_delay", delay))
                 item = item.get("reply", NO_MORE_REPLIES)
             if isinstance(item, dict) and "status" in item:
                 status = int(item["status"])
                 headers = {"Retry-After": str(item["retry_after"])} if "retry_after" in item else {}
                 self._send(status, error_body(status, item.get("message")), headers)
                 return
-            self._send(200, completion_body(item, body, serial))
+            if body.get("stream"):
+                if server.profile is not None and server.profile.cut():
+                    cut_after = 40
+                events, cut = stream_events(item, body, serial, server.profile, cut_after)
+                self._stream(events, cut, delay)
+                return
+            self._send(200, completion_body(item, body, serial, server.profile))
+
+        def _stream(self, events: list[dict[str, Any]], cut: bool, delay: float = 0.0) -> None:
+            """Server-sent events in HTTP chunks; a cut stream stops inside a chunk and drops the connection."""
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for event in events:
+                    time.sleep(delay)
+                    self._chunk(f"data: {json.dumps(event)}\n\n".encode())
+                if cut:
+                    self.wfile.write(b'400\r\ndata: {"id"')  # a chunk announced, never finished
+                    self.wfile.flush()
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                self._chunk(b"data: [DONE]\n\n")
+                self.wfile.write(b"0\r\n\r\n")
+            except (BrokenPipeError, ConnectionResetError, OSError):  # the client gave up (a deadline test)
+                self.close_connection = True
+
+        def _chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
 
         def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
             data = json.dumps(payload).encode()

@@ -283,3 +283,113 @@ def test_a_kernel_refused_for_size_runs_again_with_retry_and_a_raised_budget(tmp
     assert run_cli("optimize", str(SOFTMAX), "--retry", "too_large", "--db", str(db)).returncode == 2
     wrong = run_cli("optimize", "--resume", "1", "--retry", "no_gain", "--db", str(db))
     assert wrong.returncode == 2 and "--retry takes too_large or baseline_failed" in " ".join(wrong.stderr.split())
+
+
+INJECT = """
+import sys
+from kernel_agent.optimize import kernel_loop
+
+original = kernel_loop.KernelLoop._references
+
+
+def broken(self, measure):
+    if self.problem.name == "softmax_b" and measure:
+        raise OSError(9, "Bad file descriptor (injected)")
+    return original(self, measure)
+
+
+kernel_loop.KernelLoop._references = broken
+from kernel_agent.cli import main
+
+sys.argv = ["kernel-agent", *sys.argv[1:]]
+main()
+"""
+
+
+def test_one_kernels_exception_ends_that_kernel_alone_and_the_table_still_prints(tmp_path: Path) -> None:
+    """Issue 40: `[f.result() for f in futures]` with no handler let one kernel's exception end the whole batch
+    with a traceback. Injected here after softmax_b's baseline; softmax_a must finish and the run resume."""
+    folders = two_problems(tmp_path)
+    db = tmp_path / "runs.db"
+    args = cli_args(["optimize", *map(str, folders), "--db", str(db), "--rounds", "1", "--threads", "1"])
+    proc = subprocess.run(
+        [sys.executable, "-c", INJECT, *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    rows = dict(query(db, "select p.name, k.status from run_kernels k join problems p on p.id = k.problem_id"))
+    assert rows["softmax_b"] == "error" and rows["softmax_a"] in ("improved", "no_gain"), rows
+    (reason,) = query(
+        db, "select k.reason from run_kernels k join problems p on p.id = k.problem_id where p.name = 'softmax_b'"
+    )[0]
+    assert "OSError" in reason and "injected" in reason and "kernel-agent.log" in reason
+    assert query(db, "select status from runs") == [("stopped",)]
+    table = proc.stdout
+    assert "softmax_a" in table and "softmax_b" in table and "error" in table
+    assert "Bad file descriptor (injected)" in (tmp_path / "kernel-agent.log").read_text()
+    resumed = run_cli("optimize", "--resume", "1", "--db", str(db), cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    rows = dict(query(db, "select p.name, k.status from run_kernels k join problems p on p.id = k.problem_id"))
+    assert rows["softmax_b"] in ("improved", "no_gain"), rows
+    assert query(db, "select status from runs") == [("completed",)]
+
+
+HOSTILE = [
+    # a terabyte stride-0 view (the orchestrator used to die allocating it), a forged timed-call description,
+    # a crash, a hang, a lie about its outputs' count
+    "import torch\n\n\ndef kernel(x):\n    return torch.softmax(x, dim=-1).reshape(-1)[:1].expand(1 << 40)\n",
+    (ROOT / "tests" / "adversarial" / "fixtures" / "w3a_forged_timed_only.py").read_text(),
+    "import os\n\n\ndef kernel(x):\n    os.abort()\n",
+    "def kernel(x):\n    while True:\n        pass\n",
+    "import torch\n\n\ndef kernel(x):\n    out = torch.softmax(x, dim=-1)\n    return (out,) * 64\n",
+]
+
+
+def test_hostile_candidates_among_honest_ones_leave_every_kernel_finished(tmp_path: Path) -> None:
+    """Issue 31: nothing a candidate does may end an `optimize` without finishing its other candidates and
+    kernels. Each kernel's one round gets five hostile candidates and an honest one."""
+    folders = two_problems(tmp_path)
+    db = tmp_path / "hostile.db"
+    choices = [f"```python\n{source}```" for source in HOSTILE] + [reply(VARIANTS[1])]
+    with ScriptedServer([choices, choices]) as server:
+        proc = run_cli(
+            "optimize",
+            *map(str, folders),
+            *server.provider_args(),
+            "--rounds",
+            "1",
+            "--samples",
+            str(len(choices)),
+            "--retries",
+            "0",
+            "--timeout",
+            "20",
+            "--db",
+            str(db),
+            "--sandbox",
+            str(tmp_path / "sandbox"),
+            "--threads",
+            "1",
+            "--json",
+            env={"OPENAI_API_KEY": "sk-test"},
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    kernels = json.loads(proc.stdout)["kernels"]
+    assert sorted(k["name"] for k in kernels) == ["softmax_a", "softmax_b"]
+    assert all(k["status"] in ("improved", "no_gain") for k in kernels), kernels
+    statuses = query(
+        db,
+        "select p.name, e.status from evaluations e join candidates c on c.id = e.candidate_id "
+        "join run_kernels k on k.id = c.run_kernel_id join problems p on p.id = k.problem_id where c.round = 1",
+    )
+    for name in ("softmax_a", "softmax_b"):
+        seen = sorted(status for kernel, status in statuses if kernel == name)
+        assert len(seen) == len(choices), statuses
+        assert seen.count("incorrect") == 3 and "crashed" in seen and "timeout" in seen, seen
+        assert any(s in ("correct", "faster") for s in seen), seen

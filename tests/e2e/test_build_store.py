@@ -19,7 +19,8 @@ from kernel_agent import cpp
 from kernel_agent.evaluate.backends import build_store as store
 from kernel_agent.evaluate.backends import lint as checks
 from kernel_agent.evaluate.backends.base import BuildContext, BuildFailed
-from kernel_agent.evaluate.backends.registry import build_in_sandbox, get_backend
+from kernel_agent.evaluate.backends.cpp_build import build_in_sandbox
+from kernel_agent.evaluate.backends.registry import get_backend
 from kernel_agent.evaluate.sandbox.isolation import Limits, probe, wrap
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,7 +124,7 @@ def test_each_evaluation_sees_only_its_own_library(tmp_path: Path) -> None:
         key = cpp.build_key(checks.module_string_literal(ast.parse(src), "CPP_SOURCE"))
         assert [p.name for p in view.iterdir()] == [f"{key}.so"]
         assert prep.extra_ro == (view,) and build.store not in prep.extra_ro
-        assert Path(prep.env[cpp.BUILD_STORE_ENV]).resolve() == view.resolve()
+        assert Path(prep.build_store).resolve() == view.resolve() and not any("KERNEL_AGENT" in k for k in prep.env)
         assert view.stat().st_uid == os.geteuid() and (view / f"{key}.so").stat().st_uid == os.geteuid()
     assert build.store.stat().st_mode & 0o777 == 0o700
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, eval_json
 
+from kernel_agent.evaluate.canaries import audit_problem
 from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
-from kernel_agent.problem.canaries import audit_problem
 from kernel_agent.problem.load import load_problem
 
 NATIVE = sorted(p for p in EXAMPLES.iterdir() if (p / "problem.py").is_file())

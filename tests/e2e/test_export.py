@@ -191,7 +191,9 @@ def test_interactive_review_from_a_pipe_approves(run: dict, tmp_path: Path) -> N
     db = copy_db(run["db"], tmp_path / "interactive.db")
     proc = cli_with_input("review", "latest", "--db", str(db), stdin="a\nchecked the diff\n")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "speedup" in proc.stdout and "95% interval" in proc.stdout and "diff against the baseline" in proc.stdout
+    # the speedup and its interval, or `re-timing` for an early look too wide to quote (conftest: --no-retime-best)
+    quoted = "95% interval" in proc.stdout or "speedup    re-timing" in proc.stdout
+    assert "speedup" in proc.stdout and quoted and "diff against the baseline" in proc.stdout
     assert "+    return torch.softmax(x, dim=-1)" in proc.stdout
     assert f"candidate {run['best']} (softmax64): approved by pipe-reviewer" in proc.stdout
     with sqlite3.connect(db) as connection:
@@ -256,3 +258,15 @@ def test_kernelbench_winner_exports_as_a_module_with_the_reference_weights(tmp_p
     seen = probe(python, script, tmp_path)
     assert seen == {"first": "optimized", "same": True, "loaded": True, "forced": "reference", "kind": "ModelNew"}
     assert package_tests(python, out, tmp_path).startswith("5 passed")
+
+
+def test_a_winner_honest_only_inside_the_sandbox_is_refused_by_both_formats(tmp_path: Path) -> None:
+    """Issue 31 D: it reads faster in the sandbox (nothing there can look like a user's process to it); the
+    export runs it once more in a plain process, where it returns zeros, and ships nothing."""
+    aware = Path(__file__).parents[1] / "adversarial" / "fixtures" / "w3d_sandbox_aware.py"
+    built = build_run(tmp_path, candidate=aware)
+    for fmt in ("pip", "hf-kernels"):
+        proc = export(built, built["db"], tmp_path / f"out-{fmt}", "--format", fmt)
+        said = proc.stdout + proc.stderr
+        assert "in a plain process (outside the sandbox) it is wrong" in said, said[-3000:]
+        assert "exported softmax64" not in said

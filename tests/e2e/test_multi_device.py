@@ -47,10 +47,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 def test_each_listed_device_gets_its_own_kernel_entry_and_cuda_is_never_run_on_the_cpu(run: dict) -> None:
     db = run["db"]
-    assert rows(db, "SELECT device, status, reason FROM run_kernels ORDER BY id") == [
-        ("cpu", "improved", ""),
-        ("cuda", "no_device", CUDA_REASON),
-    ]
+    (cpu, cuda) = rows(db, "SELECT device, status, reason FROM run_kernels ORDER BY id")
+    assert cuda == ("cuda", "no_device", CUDA_REASON) and cpu[:2] == ("cpu", "improved")
+    # no reason, or why its number reads `re-timing`: an early look too wide to quote (conftest: --no-retime-best)
+    assert cpu[2] == "" or cpu[2].startswith("the early look of candidate"), cpu
     # The CUDA entry stored no candidate at all (not even its baseline): nothing ran in its name, here or elsewhere.
     assert rows(
         db,
@@ -137,9 +137,9 @@ def test_hf_kernels_export_puts_the_cpu_winner_in_the_cpu_variant_and_cuda_runs_
     assert (cpu / "_kernel_cpp_softmax_cpu.py").is_file()
     assert not list(cuda.glob("_kernel_*.py"))
     provenance = json.loads((cpu / "metadata.json").read_text())["kernel-agent"]
-    assert provenance["candidates"] == {
-        "cpp_softmax": [{"device": "cpu", "run": run["run_id"], "candidate": run["best"]}]
-    }
+    ((entry,),) = provenance["candidates"].values()
+    assert list(provenance["candidates"]) == ["cpp_softmax"]
+    assert (entry["device"], entry["run"], entry["candidate"]) == ("cpu", run["run_id"], run["best"])
     assert f'"candidates": {{"cpu": [{run["run_id"]}, {run["best"]}]}}' in (cpu / "__init__.py").read_text()
     assert '"fallback": {},' in (cpu / "__init__.py").read_text()
     assert (

@@ -191,9 +191,11 @@ def test_improved_kernel_still_mentions_a_faster_flagged_one(tmp_path: Path) -> 
             break
     else:
         pytest.fail(f"no run gave one accepted and one faster flagged candidate: {outcome}")
-    (accepted, _, accepted_speedup, *_), (flagged_id, _, flagged_speedup, low, high, reason) = outcome
+    (accepted, _, accepted_speedup, a_low, a_high, _), (flagged_id, _, flagged_speedup, low, high, reason) = outcome
     row = next(line for line in proc.stdout.splitlines() if line.strip("│┃ ").startswith("softmax64"))
-    assert "improved" in row and str(accepted) in row and f"{accepted_speedup:.2f}x" in row, proc.stdout
+    # its number of record; `re-timing` (`re-tim…` in 80 columns) where its early look is too wide to quote
+    quoted = f"{accepted_speedup:.2f}x" in row or ("re-tim" in row and a_high > 3 * a_low)
+    assert "improved" in row and str(accepted) in row and quoted, proc.stdout
     command = f"kernel-agent review approve {flagged_id} --db {db}"
     line = next(line for line in proc.stdout.splitlines() if line.startswith("softmax64: "))
     assert (

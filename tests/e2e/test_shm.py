@@ -16,7 +16,7 @@ from kernel_agent.evaluate.sandbox.shm import InputSegment, MemoryReader, Output
 
 
 def test_placed_inputs_round_trip_through_a_read_only_view() -> None:
-    segment = InputSegment()
+    segment = InputSegment(1 << 20)
     inputs = [
         torch.randn(3, 17),
         torch.arange(5, dtype=torch.int64),
@@ -31,7 +31,7 @@ def test_placed_inputs_round_trip_through_a_read_only_view() -> None:
 
 
 def test_the_segment_cannot_be_written_shrunk_or_remapped_writable_by_its_reader() -> None:
-    segment = InputSegment()
+    segment = InputSegment(1 << 20)
     segment.place([torch.ones(1024)])
     with pytest.raises(PermissionError):
         mmap.mmap(segment.fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)

@@ -28,6 +28,7 @@ class Prepared:
     env: dict[str, str] = field(default_factory=dict)
     extra_ro: tuple[Path, ...] = ()
     interpreted: bool = False  # Triton under TRITON_INTERPRET=1: correctness only, never timed
+    build_store: str | None = None  # the folder holding the trusted build's library (told to the worker, not env)
 
 
 class BuildFailed(Exception):
@@ -35,9 +36,19 @@ class BuildFailed(Exception):
 
 
 class Backend:
-    """One kind of kernel source. Subclasses say what construct is required and how to run it."""
+    """One kind of kernel source, declared in one place: its name (the `--backend` choice), the label and
+    rules the prompt states, the packages an exported kernel of it requires, the devices it runs on, how its
+    source is recognized, the construct it requires and how to prepare it to run."""
 
     name = "base"
+    label = "base"
+    prompt_rules: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()  # pip requirements of an exported package that ships a kernel of it
+    devices: tuple[str, ...] = ("cpu", "cuda")
+
+    def detects(self, source: str) -> bool:
+        """Whether the source shows this backend's construct (detection tries backends in registration order)."""
+        return False
 
     def required_construct(self, tree: ast.Module) -> str | None:
         """A reason when the backend's kernel construct is missing, else None."""

@@ -145,8 +145,7 @@ def place(library: Path, view: Path, uid: int) -> Path:
     Raises FileNotFoundError when the library was evicted meanwhile (the caller rebuilds)."""
     if view.is_symlink() or (view.exists() and not view.is_dir()):
         view.unlink()
-    view.mkdir(parents=True, exist_ok=True)
-    os.chmod(view, 0o755)
+    passable_dirs(view)
     target = view / library.name
     if target.is_symlink() or target.exists():
         target.unlink()
@@ -163,6 +162,16 @@ def place(library: Path, view: Path, uid: int) -> Path:
     finally:
         os.close(source)
     return target
+
+
+def passable_dirs(path: Path) -> None:
+    """Create `path` and its missing parents as 0755 whatever the umask (077 on workstations made the evaluation's
+    folder above its build folder 0700, and the sandbox uid could not load its library); existing parents stay."""
+    for folder in (*reversed(path.parents), path):
+        if not folder.exists():
+            folder.mkdir(exist_ok=True)
+            os.chmod(folder, 0o755)
+    os.chmod(path, 0o755)
 
 
 def _copy_fd(source: int, path: Path, cap: int) -> None:

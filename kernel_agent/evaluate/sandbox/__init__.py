@@ -1,7 +1,8 @@
 """The sandbox: a worker process per side, frozen between requests, spoken to over pipes and a sealed segment.
 
-`session.WorkerSession` is the trusted side's handle on one worker; `worker` is the only module the
-sandboxed process runs (it imports nothing from here at start, so this file imports nothing either).
+`session.WorkerSession` is the trusted side's handle on one worker (its process: `process.SandboxProcess`);
+`worker` is the only module the sandboxed process runs (it imports nothing from here at start, so this
+file imports nothing either).
 """
 
 from __future__ import annotations

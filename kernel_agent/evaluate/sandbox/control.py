@@ -19,6 +19,7 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,6 +124,7 @@ class Cgroup:
 
 
 V1_ROOT = Path("/sys/fs/cgroup")
+V1_CONTROLLERS = ("cpuset", "pids", "memory", "freezer")  # the v1 groups a sandbox may get
 
 
 class V1Group:
@@ -183,7 +185,7 @@ def clean_stale_cgroups() -> None:
     if _CLEANED:
         return
     _CLEANED.append(True)
-    parents = [cgroup_root(), *(V1_ROOT / controller / CGROUP_PARENT for controller in ("cpuset", "pids"))]
+    parents = [cgroup_root(), *(V1_ROOT / controller / CGROUP_PARENT for controller in V1_CONTROLLERS)]
     for parent in parents:
         if parent is None or not parent.is_dir():
             continue
@@ -238,20 +240,125 @@ def _state_and_ticks(pid: int) -> tuple[str, int] | None:
     return fields[0], sum(int(v) for v in fields[11:15])
 
 
-def _threads_stopped(pid: int) -> bool:
+def _thread_states(pid: int) -> list[str]:
+    """Each thread's state letter from /proc (none for a process that is gone)."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return True  # gone
+        return []
+    states = []
     for tid in tasks:
         try:
             with open(f"/proc/{pid}/task/{tid}/stat") as handle:
-                state = handle.read().rsplit(")", 1)[1].split()[0]
+                states.append(handle.read().rsplit(")", 1)[1].split()[0])
         except (OSError, IndexError):
             continue
-        if state not in "tTZXx":
-            return False
-    return True
+    return states
+
+
+def _threads_stopped(pid: int) -> bool:
+    return all(state in "tTZXx" for state in _thread_states(pid))
+
+
+def _resumed(pid: int) -> bool:
+    """A thread running or in interruptible sleep after SIGSTOP resumed (a stop ends such a sleep); one in
+    uninterruptible sleep (D, slow I/O) has not stopped yet, which is not an escape."""
+    return any(state in "RS" for state in _thread_states(pid))
+
+
+class CgroupFreezer:
+    """cgroup v2 `cgroup.freeze` over the sandbox's whole cgroup. A frozen task runs for nothing: not for a
+    SIGCONT from a timer it armed itself, which resumes a SIGSTOPped one."""
+
+    name = "cgroup v2 freezer"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def freeze(self, _pids: Callable[[], list[int]]) -> None:
+        (self.path / "cgroup.freeze").write_text("1")
+        _wait(self.holds)
+
+    def thaw(self, _pids: Callable[[], list[int]]) -> None:
+        (self.path / "cgroup.freeze").write_text("0")
+
+    def holds(self, _pids: Callable[[], list[int]] | None = None) -> bool:
+        try:
+            return "frozen 1" in (self.path / "cgroup.events").read_text()
+        except OSError:
+            return True  # the group is gone: nothing of the sandbox runs
+
+
+class V1Freezer:
+    """A cgroup v1 `freezer` group the sandbox joined before exec (where v2 has no freezer)."""
+
+    name = "cgroup v1 freezer"
+
+    def __init__(self, group: V1Group) -> None:
+        self.group = group
+
+    def freeze(self, _pids: Callable[[], list[int]]) -> None:
+        self.group.write("freezer.state", "FROZEN")
+        _wait(self.holds)
+
+    def thaw(self, _pids: Callable[[], list[int]]) -> None:
+        self.group.write("freezer.state", "THAWED")
+
+    def holds(self, _pids: Callable[[], list[int]] | None = None) -> bool:
+        try:
+            return self.group.read("freezer.state") == "FROZEN"
+        except OSError:
+            return True
+
+
+class SignalFreezer:
+    """SIGSTOP to every untrusted process, until /proc shows every thread stopped: the fallback. A process
+    that resumes itself (a timer delivering SIGCONT) is seen running at the next thaw, or by the idle-CPU
+    budget."""
+
+    name = "SIGSTOP"
+
+    def freeze(self, pids: Callable[[], list[int]]) -> None:
+        stopped: set[int] = set()
+
+        def settled() -> bool:
+            current = pids()
+            fresh = [pid for pid in current if pid not in stopped]
+            for pid in fresh:
+                _signal(pid, signal.SIGSTOP)
+                stopped.add(pid)
+            return not fresh and all(_threads_stopped(pid) for pid in current)
+
+        try:
+            _wait(settled)
+        except ControlError:
+            if any(_resumed(pid) for pid in stopped):
+                raise ControlError(
+                    "the sandbox escaped the freezer (SIGSTOP): a stopped process kept resuming itself"
+                ) from None
+            raise
+
+    def thaw(self, pids: Callable[[], list[int]]) -> None:
+        for pid in pids():
+            _signal(pid, signal.SIGCONT)
+
+    def holds(self, pids: Callable[[], list[int]] | None = None) -> bool:
+        return pids is None or all(_threads_stopped(pid) for pid in pids())
+
+
+Freezer = CgroupFreezer | V1Freezer | SignalFreezer
+
+
+def _wait(done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + FREEZE_TIMEOUT_S
+    while not done():
+        if time.monotonic() > deadline:
+            raise ControlError(f"the sandbox could not be frozen within {FREEZE_TIMEOUT_S:.0f} s")
+        time.sleep(0)
+
+
+def v2_freezer(cgroup: Cgroup | None) -> CgroupFreezer | None:
+    return CgroupFreezer(cgroup.path) if cgroup is not None and (cgroup.path / "cgroup.freeze").exists() else None
 
 
 class ProcessControl:
@@ -261,9 +368,10 @@ class ProcessControl:
     recorded before any candidate code ran; every other process in the sandbox is the
     worker or something it started."""
 
-    def __init__(self, launcher_pid: int, cgroup: Cgroup | None) -> None:
+    def __init__(self, launcher_pid: int, cgroup: Cgroup | None, freezer: Freezer | None = None) -> None:
         self.launcher_pid = launcher_pid
         self.cgroup = cgroup
+        self.freezer: Freezer = freezer or SignalFreezer()
         self.helpers: set[int] = {launcher_pid}
         self.worker_pid: int | None = None
         self.frozen = False
@@ -300,25 +408,16 @@ class ProcessControl:
 
     # ---- freezing ------------------------------------------------------------------
     def freeze(self) -> None:
-        """SIGSTOP every untrusted process and wait until every one of their threads is stopped."""
-        deadline = time.monotonic() + FREEZE_TIMEOUT_S
-        stopped: set[int] = set()
-        while True:
-            pids = self.untrusted()
-            fresh = [pid for pid in pids if pid not in stopped]
-            for pid in fresh:
-                _signal(pid, signal.SIGSTOP)
-                stopped.add(pid)
-            if not fresh and all(_threads_stopped(pid) for pid in pids):
-                break
-            if time.monotonic() > deadline:
-                raise ControlError(f"the sandbox could not be frozen within {FREEZE_TIMEOUT_S:.0f} s")
-            time.sleep(0)
+        """Freeze every untrusted process and wait until the freezer says all of them are."""
+        self.freezer.freeze(self.untrusted)
         self.frozen = True
 
     def thaw(self) -> None:
-        for pid in self.untrusted():
-            _signal(pid, signal.SIGCONT)
+        """Let the sandbox run, after checking it stayed frozen all along (a SIGSTOPped process can resume
+        itself; a cgroup-frozen one cannot)."""
+        if not self.freezer.holds(self.untrusted):
+            raise ControlError(f"the sandbox escaped the freezer ({self.freezer.name}): it was running while frozen")
+        self.freezer.thaw(self.untrusted)
         self.frozen = False
 
     # ---- accounting ----------------------------------------------------------------

@@ -19,6 +19,7 @@ for `unshare` and `process`, and for `out/`, which stays on the host).
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import functools
 import glob
@@ -26,8 +27,8 @@ import os
 import resource
 import shutil
 import stat
-import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,44 +99,16 @@ class Isolation:
         return f"{self.level} (uid {self.uid}; {', '.join(self.layers)}; {quota})"
 
 
-def _works(command: list[str]) -> bool:
-    try:
-        return subprocess.run(command, capture_output=True, timeout=20).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
 @functools.cache
 def probe(preferred: str = "auto") -> Isolation:
-    """Find the strongest layer that actually starts a process here."""
-    root = os.geteuid() == 0
-    uid = SANDBOX_UID if root else os.geteuid()
-    order = ["bwrap", "unshare", "process"] if preferred == "auto" else [preferred]
-    for level in order:
-        if level == "bwrap" and shutil.which("bwrap"):
-            prefix = bwrap_prefix(Path("/"), extra_ro=(), gpu=False)
-            if _works(prefix + ["/bin/true"]):
-                # --size needs bubblewrap 0.7 or later; without it the disk bound is disk_overuse alone.
-                sized = _works(prefix + ["--size", str(MB), "--tmpfs", "/tmp", "/bin/true"])
-                layers = (
-                    "minimal-root",
-                    "private-tmp",
-                    "no-net",
-                    "pid-ns",
-                    "env-allowlist",
-                    "rlimits",
-                    *(["scratch-tmpfs"] if sized else []),
-                    *(["setuid"] if root else []),
-                )
-                return Isolation("bwrap", uid, layers)
-        if level == "unshare" and shutil.which("unshare"):
-            if _works(unshare_prefix() + ["/bin/true"]):
-                return Isolation(
-                    "unshare", uid, ("no-net", "pid-ns", "env-allowlist", "rlimits", *(["setuid"] if root else []))
-                )
-        if level == "process":
-            return Isolation("process", uid, ("session", "env-allowlist", "rlimits", *(["setuid"] if root else [])))
-    raise RuntimeError(f"isolation level {preferred!r} is not available on this machine")
+    """The strongest layer that actually starts a process here (`levels.py` tries them and says why one failed)."""
+    from kernel_agent.evaluate.sandbox.levels import attempts
+
+    tried = attempts(preferred)
+    if tried[-1].isolation is None:
+        why = f": {tried[-1].why}" + (f" (fix: {tried[-1].fix})" if tried[-1].fix else "")
+        raise RuntimeError(f"isolation level {preferred!r} is not available on this machine{why}")
+    return tried[-1].isolation
 
 
 SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/sys", "/var/lib")  # read-only; everything else is absent
@@ -242,7 +215,22 @@ def bwrap_prefix(
 
 
 def unshare_prefix() -> list[str]:
-    return ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
+    """New network and PID namespaces; as a user, inside a user namespace of its own uid (no capabilities after
+    exec), which unshare can make only from util-linux 2.38 (--map-current-user)."""
+    user = [] if os.geteuid() == 0 else ["--user", "--map-current-user"]
+    return ["unshare", *user, "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
+
+
+def reveal_prefix(uid: int, extra_ro: tuple[Path, ...] = ()) -> list[str]:
+    """As root at the `unshare` level: the trusted step, inside the sandbox's own mount namespace and before
+    privileges drop, that shows uid `uid` the interpreter, site-packages and this package where a private folder
+    (a 0700 /root) hides them (`reveal.py`); nothing when every one is reachable."""
+    if os.geteuid() != 0 or uid == 0:
+        return []
+    hidden = [str(p) for p in needed_read_paths(extra_ro) if not traversable(p)]
+    if not hidden:
+        return []
+    return [sys.executable, "-I", "-S", str(Path(__file__).with_name("reveal.py")), *hidden, "--"]
 
 
 def drop_privileges_prefix() -> list[str]:
@@ -287,7 +275,7 @@ def wrap(
         scratch = (disk_bytes or isolation.disk_bytes) if isolation.scratch_tmpfs else None
         prefix = bwrap_prefix(workdir, extra_ro, gpu, masked, scratch_bytes=scratch)
     elif isolation.level == "unshare":
-        prefix = unshare_prefix()
+        prefix = unshare_prefix() + reveal_prefix(isolation.uid, extra_ro)
     else:
         prefix = []
     return prefix + drop_privileges_prefix() + command
@@ -320,12 +308,44 @@ def sandbox_env(extra: dict[str, str], workdir: Path) -> dict[str, str]:
             "XDG_CACHE_HOME": str(scratch / "cache"),
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONNOUSERSITE": "1",
-            "KERNEL_AGENT_IN_SANDBOX": "1",
             **PINNED_MALLOC,
         }
     )
     env.update(extra)
     return env
+
+
+def traversable(path: Path) -> bool:
+    """Whether any uid may pass through `path` and every folder above it (o+x all the way up)."""
+    try:
+        return all(os.stat(p).st_mode & stat.S_IXOTH for p in (path, *path.parents))
+    except OSError:
+        return False
+
+
+def reachable_root(root: Path, isolation: Isolation) -> Path:
+    """Where this evaluation's work dirs go: `root`, unless the sandbox runs as another uid without bwrap's
+    binds and cannot pass a folder above it (a 0700 home, a mkdtemp folder, umask 077); then a private
+    folder in the system temp dir that it can pass through but not list."""
+    root = root.resolve()
+    if isolation.level == "bwrap" or isolation.uid == os.geteuid():
+        return root
+    root.mkdir(parents=True, exist_ok=True)
+    return root if traversable(root) else _passable_root()
+
+
+@functools.cache
+def _passable_root() -> Path:
+    for base in dict.fromkeys((Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))):
+        if base.is_dir() and traversable(base.resolve()):
+            path = Path(tempfile.mkdtemp(prefix=f"kernel-agent-{os.geteuid()}-", dir=base.resolve()))
+            os.chmod(path, 0o711)  # pass through, no listing: work dir names stay unguessable
+            atexit.register(shutil.rmtree, path, True)
+            return path
+    raise RuntimeError(
+        "no folder here lets the sandbox uid reach its work dir (every temp folder is private): "
+        "give --sandbox a folder whose parents are all o+x, or install bubblewrap"
+    )
 
 
 # Folders inside a work dir that the sandbox uid may write. Everything else in the work
@@ -419,6 +439,7 @@ def write_trusted(path: Path, data: bytes, owner: int | None = None) -> None:
         path.unlink()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
+        os.fchmod(fd, 0o644)  # readable by the sandbox uid under any umask (077 on workstations)
         if owner is not None and os.geteuid() == 0 and owner != 0:
             os.fchown(fd, owner, owner)
         view = memoryview(data)

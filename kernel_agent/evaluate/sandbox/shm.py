@@ -20,6 +20,8 @@ inside the candidate's process (the trusted side reads only the calls it audits)
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import math
 import mmap
 import os
 from dataclasses import dataclass
@@ -43,6 +45,7 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 ALIGN = 64
 F_SEAL_FUTURE_WRITE = 0x0010  # Linux 5.1; not every Python names it
 MAX_TENSORS = 256
+SEGMENT_EXTRA = 64 << 20  # room beyond the largest call's inputs for a request of several short calls
 MAX_DIMS = 8
 
 
@@ -70,15 +73,45 @@ def _aligned(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
+def aligned_bytes(tensors: list[torch.Tensor]) -> int:
+    """What placing `tensors` takes of a segment."""
+    return sum(_aligned(_nbytes(t)) for t in tensors)
+
+
+def layout_of(tensors: list[torch.Tensor]) -> list[Placed]:
+    """Where `place` puts `tensors`: each at the next 64-byte boundary, in order."""
+    layout, offset = [], 0
+    for tensor in tensors:
+        if tensor.dtype not in DTYPE_NAMES:
+            raise TransportError(f"unsupported input dtype {tensor.dtype}")
+        layout.append(Placed(DTYPE_NAMES[tensor.dtype], tuple(tensor.shape), offset))
+        offset += _aligned(_nbytes(tensor))
+    return layout
+
+
+def segment_bytes(largest_inputs: int) -> int:
+    """An input segment's size: the largest call's inputs, plus room for a request of several short calls
+    (at most SEGMENT_EXTRA: `ab_timing.request_shape` never asks for more calls than fit)."""
+    largest = max(_aligned(largest_inputs), ALIGN)
+    return _page_aligned(largest + min(63 * largest, SEGMENT_EXTRA))
+
+
+def _page_aligned(n: int) -> int:
+    return (n + mmap.PAGESIZE - 1) // mmap.PAGESIZE * mmap.PAGESIZE
+
+
 class InputSegment:
     """The trusted side's end of one worker's input segment.
 
-    The memfd is sparse and as large as the host's memory: pages exist only once written,
-    so it never has to grow (a sealed segment cannot be re-mapped writable, even by us)."""
+    Sized to what the evaluation places in one request (`segment_bytes`), never more: a worker that reads
+    its holes or allocates inside it pins memory no rlimit or RSS counts, so its size is part of the
+    booking. Sealed (a sealed segment cannot grow or be re-mapped writable, even by us); the worker gets
+    a read-only descriptor (`reader_fd`), so it cannot fallocate inside it either."""
 
-    def __init__(self) -> None:
-        self.fd = os.memfd_create("kernel-agent-inputs", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-        self.capacity = os.sysconf("SC_PHYS_PAGES") * mmap.PAGESIZE
+    def __init__(self, capacity: int) -> None:
+        self.fd = os.memfd_create("", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        os.fchmod(self.fd, 0o400)  # no other uid may reopen it through /proc (a memfd is created 0777)
+        self.capacity = _page_aligned(max(capacity, ALIGN))
         os.ftruncate(self.fd, self.capacity)
         self.map: mmap.mmap | None = mmap.mmap(
             self.fd, self.capacity, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
@@ -95,9 +128,9 @@ class InputSegment:
 
         Whatever an earlier, larger placement left beyond the new inputs is zeroed: the segment
         holds this call's inputs and nothing another call will get later."""
-        need = sum(_aligned(_nbytes(t)) for t in tensors)
+        need = aligned_bytes(tensors)
         if need > self.capacity:
-            raise TransportError(f"one call's inputs need {need} bytes, more than this host's memory")
+            raise TransportError(f"one request's inputs need {need} bytes, more than the {self.capacity}-byte segment")
         assert self.map is not None
         layout, offset = [], 0
         for tensor in tensors:
@@ -117,6 +150,10 @@ class InputSegment:
         self.used = offset
         return layout
 
+    def reader_fd(self) -> int:
+        """A new read-only descriptor of the segment, for a worker (the caller closes it once passed)."""
+        return os.open(f"/proc/self/fd/{self.fd}", os.O_RDONLY | os.O_CLOEXEC)
+
     def close(self) -> None:
         if self.map is not None:
             self.map.close()
@@ -128,8 +165,15 @@ class InputSegment:
 
 
 def map_readonly(fd: int) -> mmap.mmap:
-    """The worker's view of its input segment (read-only; the seal refuses anything else)."""
+    """A read-only shared view of a segment (the KernelBench weights; the seal refuses anything else)."""
     return mmap.mmap(fd, os.fstat(fd).st_size, mmap.MAP_SHARED, mmap.PROT_READ)
+
+
+def map_private(fd: int) -> mmap.mmap:
+    """The worker's view of its input segment for every call, checked, timed or audited alike: copy-on-write,
+    so a kernel that writes into its inputs changes only its own pages (the trusted side finds that bitwise)
+    and never the segment; until then each page is the segment's, and shows each call's new inputs."""
+    return mmap.mmap(fd, os.fstat(fd).st_size, mmap.MAP_PRIVATE, mmap.PROT_READ | mmap.PROT_WRITE)
 
 
 def views(segment: mmap.mmap, layout: list) -> list[torch.Tensor]:
@@ -138,7 +182,7 @@ def views(segment: mmap.mmap, layout: list) -> list[torch.Tensor]:
 
     tensors = []
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "the given buffer is not writable": that is the point
+        warnings.simplefilter("ignore")  # "the given buffer is not writable" (the weights): that is the point
         for dtype_name, shape, offset in layout:
             dtype = DTYPES[dtype_name]
             numel = 1
@@ -203,6 +247,41 @@ class OutputRef:
         return (sum((d - 1) * s for d, s in zip(self.shape, self.strides)) + 1) * itemsize
 
 
+@dataclass(frozen=True)
+class ExpectedOutput:
+    """What the reference returns for one output at a case: every description is held to it before a byte
+    is read or allocated (a stride-0 view of 4 bytes can describe terabytes)."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    @classmethod
+    def of(cls, tensor: torch.Tensor) -> ExpectedOutput:
+        return cls(tuple(tensor.shape), tensor.dtype)
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * torch.empty((), dtype=self.dtype).element_size()
+
+
+def expected_outputs(tensors: tuple[torch.Tensor, ...] | list[torch.Tensor]) -> tuple[ExpectedOutput, ...]:
+    return tuple(ExpectedOutput.of(t) for t in tensors)
+
+
+def mismatch(refs: list[OutputRef], expected: tuple[ExpectedOutput, ...]) -> str | None:
+    """Why the described outputs cannot be the expected ones (count, shape, dtype), or None. Worded as the
+    comparison words them."""
+    if len(refs) != len(expected):
+        return f"returned {len(refs)} output(s), expected {len(expected)}"
+    for i, (ref, want) in enumerate(zip(refs, expected)):
+        if ref.shape != want.shape:
+            return f"output {i}: shape {list(ref.shape)}, expected {list(want.shape)}"
+        if DTYPES.get(ref.dtype) != want.dtype:
+            named = f"torch.{ref.dtype}" if ref.dtype in DTYPES else repr(ref.dtype)
+            return f"output {i}: dtype {named}, expected {want.dtype}"
+    return None
+
+
 class MemoryReader:
     """Reads tensors out of a frozen sandbox process's memory (`/proc/PID/mem`)."""
 
@@ -217,6 +296,8 @@ class MemoryReader:
             raise TransportError(f"output dtype {ref.dtype!r} is not one the trusted side reads")
         itemsize = torch.empty((), dtype=dtype).element_size()
         span = ref.span_bytes(itemsize)
+        if math.prod(ref.shape) * itemsize > limit_bytes:  # what .contiguous() below would allocate
+            raise TransportError(f"an output of shape {list(ref.shape)} is over the {limit_bytes}-byte bound")
         if span > limit_bytes:
             raise TransportError(f"an output spans {span} bytes, over the {limit_bytes}-byte bound for this call")
         if span == 0:
@@ -234,6 +315,23 @@ class MemoryReader:
             done += got
         flat = buffer.view(dtype)
         return torch.as_strided(flat, ref.shape, ref.strides).contiguous()
+
+    def digest(self, address: int, nbytes: int, chunk_bytes: int = 64 << 20) -> bytes | None:
+        """A hash of `nbytes` of the process's memory at `address` (None where it cannot be read)."""
+        digest = hashlib.blake2b(digest_size=16)
+        buffer = bytearray(min(chunk_bytes, max(1, nbytes)))
+        done = 0
+        while done < nbytes:
+            size = min(len(buffer), nbytes - done)
+            try:
+                got = os.preadv(self.fd, [memoryview(buffer)[:size]], address + done)
+            except (OSError, OverflowError):
+                return None
+            if got <= 0:
+                return None
+            digest.update(memoryview(buffer)[:got])
+            done += got
+        return digest.digest()
 
     def matches(self, ref: OutputRef, expected: torch.Tensor, chunk_bytes: int = 64 << 20) -> bool:
         """Whether the memory `ref` names holds exactly `expected` (dtype, shape and bits), compared a

@@ -14,50 +14,32 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import errno
-import importlib.util
 import json
 import mmap
 import os
 import sys
-import threading
 import time
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-FD_IN, FD_OUT, FD_INPUTS, FD_STATE = 3, 4, 5, 6
-WORKER_STATUSES = ("compile_error", "runtime_error", "crashed", "rejected", "incorrect")
-PRIVATE_COPY_BYTES = (
-    256 << 20
-)  # check inputs up to this are copied for the kernel; larger ones are the read-only segment itself
+from kernel_agent.core.verdict import Status
+from kernel_agent.evaluate.device.worker_side import export_all, open_inputs
+from kernel_agent.evaluate.sandbox import kernel_call
+from kernel_agent.evaluate.sandbox.integrity import Integrity
+from kernel_agent.evaluate.sandbox.kernel_call import (
+    LOG,
+    CallError,
+    Violation,
+    check_aliasing,
+    one_line,
+    plain_outputs,
+    pointers,
+)
+from kernel_agent.evaluate.sandbox.loading import build_model, entry_point, import_kernel
+from kernel_agent.evaluate.sandbox.spawn import WorkerFds
 
-
-class Violation(Exception):
-    """The candidate broke a harness rule (status `rejected`)."""
-
-
-class CallError(Exception):
-    """The candidate raised while being called (status `runtime_error` or `compile_error`)."""
-
-    def __init__(self, status: str, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-
-
-def _one_line(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".replace("\n", " ")
-    return text[:500]
-
-
-def _where(exc: BaseException, source_path: str) -> str:
-    """The candidate-file line that raised, for feedback to the author."""
-    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        if frame.filename == source_path:
-            return f" (line {frame.lineno}: {(frame.line or '').strip()[:120]})"
-    return ""
+WORKER_STATUSES = (Status.COMPILE_ERROR, Status.RUNTIME_ERROR, Status.CRASHED, Status.REJECTED, Status.INCORRECT)
 
 
 class Worker:
@@ -71,9 +53,12 @@ class Worker:
         self.channel = channel
         self.config = config
         self.device = config["device"]
-        self.reader = channel.LineReader(FD_IN)
+        self.fds: WorkerFds = config["fds"]
+        self.reader = channel.LineReader(self.fds.requests)
         self.segment: mmap.mmap | None = None
         self.kept: list[Any] = []  # the last reply's outputs stay alive until the trusted side has read them
+        self.staged: dict[str, list[Any]] = {}  # each config's timed calls: their input views (on a GPU, layouts)
+        self.pending: list[Any] = []  # the last timed request's calls: (inputs, result, host ns, device ms)
         torch.set_num_threads(int(config["threads"]))
         torch.set_grad_enabled(False)
         if self.device == "cuda":
@@ -82,6 +67,7 @@ class Worker:
             self.l2_flush = torch.empty(
                 max(2 * torch.cuda.get_device_properties(0).L2_cache_size, 64 << 20), dtype=torch.uint8, device="cuda"
             )
+        self.ipc = device_transport(config)  # the device path's transport (None on the host path)
         # Warm torch's own thread pools so later counts only see the candidate's threads.
         (torch.ones(64, 64) @ torch.ones(64, 64)).sum().item()
         prefault = int(config.get("prefault_bytes", 0))
@@ -90,148 +76,55 @@ class Worker:
             advise_huge_heap()
             block.fill_(0)
             del block
-        self.pristine = self._snapshot()
-
-    # ---- integrity -------------------------------------------------------
-    def _snapshot(self) -> dict[str, Any]:
-        torch = self.torch
-        snap: dict[str, Any] = {
-            "time.perf_counter": time.perf_counter,
-            "time.perf_counter_ns": time.perf_counter_ns,
-            "time.monotonic": time.monotonic,
-            "time.time": time.time,
-            "os.urandom": os.urandom,
-            "torch.Tensor.clone": torch.Tensor.clone,
-            "torch.Tensor.copy_": torch.Tensor.copy_,
-            "torch.equal": torch.equal,
-            "torch.set_num_threads": torch.set_num_threads,
-            "Worker.run_call": Worker.run_call.__code__,
-            "Worker.call": Worker.call.__code__,
-            "Worker.check_integrity": Worker.check_integrity.__code__,
-            "flag.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-            "flag.cudnn_tf32": torch.backends.cudnn.allow_tf32,
-            "flag.cudnn_benchmark": torch.backends.cudnn.benchmark,
-            "flag.matmul_precision": torch.get_float32_matmul_precision(),
-            "flag.deterministic": torch.are_deterministic_algorithms_enabled(),
-            "threads": torch.get_num_threads(),
-            "py_threads": threading.active_count(),
+        harness: dict[str, Callable[[], Any]] = {
+            "Worker.run_call": lambda: Worker.run_call.__code__,
+            "Worker.call": lambda: Worker.call.__code__,
+            "Worker.check_integrity": lambda: Worker.check_integrity.__code__,
+            "kernel_call.invoke": lambda: kernel_call.invoke,
         }
-        if self.device == "cuda":
-            snap.update(
-                {
-                    "torch.cuda.synchronize": torch.cuda.synchronize,
-                    "torch.cuda.Event": torch.cuda.Event,
-                    "torch.cuda.Event.record": torch.cuda.Event.record,
-                    "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
-                }
-            )
-        return snap
+        self.integrity = Integrity(torch, self.device, harness)
 
     def check_integrity(self, when: str) -> None:
-        now = self._snapshot()
-        for key, value in self.pristine.items():
-            if key == "py_threads":
-                if now[key] > value:
-                    raise Violation(
-                        f"candidate started {now[key] - value} Python "
-                        f"thread(s) ({when}); background work is not allowed"
-                    )
-            elif now[key] is not value and now[key] != value:
-                raise Violation(f"harness tampering: {key} changed ({when})")
+        self.integrity.check(when)
 
     # ---- loading ---------------------------------------------------------
     def load(self, message: dict[str, Any]) -> dict[str, Any]:
-        config, torch = self.config, self.torch
-        source_path = config["source"]
-        name = "ka_kernel_module"  # the same for both sides (see session.ROLE_TAGS)
-        try:
-            spec = importlib.util.spec_from_file_location(name, source_path)
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-        except SyntaxError as exc:
-            raise CallError("compile_error", f"SyntaxError: {exc.msg} (line {exc.lineno})") from None
-        except BaseException as exc:  # noqa: BLE001 - any failure to load is the candidate's
-            if isinstance(exc, SystemExit):
-                raise CallError("crashed", f"candidate called exit({exc.code}) while loading") from None
-            raise CallError("compile_error", f"import failed: {_one_line(exc)}{_where(exc, source_path)}") from None
-        self.module = module
-        entry = config["entry"]
-        target = getattr(module, entry, None)
-        if target is None:
-            raise CallError("compile_error", f"the module defines no `{entry}`")
-        if message.get("state") is not None:
-            self.fn: Callable[..., Any] = self._build_model(target, entry, message)
-        else:
-            if not callable(target):
-                raise CallError("compile_error", f"`{entry}` is not callable")
-            self.fn = target
-        torch.set_num_threads(int(config["threads"]))
+        config = self.config
+        self.module = import_kernel(config["source"], config.get("build_store"))
+        self.fn = entry_point(self.module, config["entry"], self._model(message))
+        self.torch.set_num_threads(int(config["threads"]))
         self.check_integrity("after import")
         return {"ok": True, "event": "loaded"}
 
-    def _build_model(self, target: Any, entry: str, message: dict[str, Any]) -> Any:
-        """A KernelBench module built with the reference's weights (read from the sealed state segment)."""
-        state_map = self.shm.map_readonly(FD_STATE)
+    def _model(self, message: dict[str, Any]) -> Callable[[Any], Any] | None:
+        """How a KernelBench module is built with the reference's weights (read from the sealed state segment)."""
+        if message.get("state") is None:
+            return None
+        state_map = self.shm.map_readonly(self.fds.state)
         names, layout = message["state"]["names"], message["state"]["layout"]
         state = dict(zip(names, self.shm.views(state_map, layout)))
-        try:
-            model = target(*message["state"]["init_args"])
-            model.load_state_dict(state, strict=True)
-            model = model.to(self.device).eval()
-        except BaseException as exc:  # noqa: BLE001
-            raise CallError(
-                "compile_error", f"could not build {entry} with the reference weights: {_one_line(exc)}"
-            ) from None
-        return model
+        init_args = message["state"]["init_args"]
+        return lambda target: build_model(target, self.config["entry"], state, init_args, self.device)
 
     # ---- calls -----------------------------------------------------------
-    def _inputs(self, message: dict[str, Any], private: bool) -> tuple[list[Any], list[Any]]:
-        """(the inputs for the kernel, the segment views): private copies for checks (a kernel that writes
-        into its inputs is then told so), views for timed calls and for inputs too large to copy."""
+    def _inputs(self, message: dict[str, Any]) -> list[Any]:
+        """The kernel's inputs: views of the copy-on-write mapping of the segment, for checks, warm-up and timed
+        calls alike (nothing tells a timed call from a checked one by its memory). On a GPU, device copies."""
         if self.segment is None:
-            self.segment = self.shm.map_readonly(FD_INPUTS)
-        shared = self.shm.views(self.segment, message["layout"])
-        if self.device == "cuda":
-            return [t.to("cuda") for t in shared], shared
-        if private and sum(t.numel() * t.element_size() for t in shared) <= PRIVATE_COPY_BYTES:
-            return [t.clone() for t in shared], shared
-        return shared, shared  # a write into the read-only segment ends the call with SIGSEGV
+            self.segment = self.shm.map_private(self.fds.inputs)
+        views = self.shm.views(self.segment, message["layout"])
+        return [t.to("cuda") for t in views] if self.device == "cuda" else views
 
     def run_call(self, inputs: list[Any]) -> tuple[Any, ...]:
-        torch = self.torch
-        try:
-            result = self.fn(*inputs)
-        except SystemExit as exc:
-            raise CallError("crashed", f"candidate called exit({exc.code})") from None
-        except MemoryError:
-            raise CallError("crashed", "out of memory (the sandbox memory limit was hit)") from None
-        except BaseException as exc:  # noqa: BLE001
-            if _is_out_of_memory(exc):
-                raise CallError(
-                    "crashed", f"out of memory (the sandbox memory limit was hit): {_one_line(exc)[:200]}"
-                ) from None
-            if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
-                raise CallError("crashed", "file-size limit hit (output flood): SIGXFSZ/EFBIG") from None
-            if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise CallError(
-                    "crashed", f"disk quota reached (the sandbox's scratch space is full): {_one_line(exc)[:200]}"
-                ) from None
-            status = "compile_error" if "CompilationError" in type(exc).__name__ else "runtime_error"
-            raise CallError(status, f"{_one_line(exc)}{_where(exc, self.config['source'])}") from None
-        outputs = (result,) if not isinstance(result, (tuple, list)) else tuple(result)
-        for index, out in enumerate(outputs):
-            if type(out) is not torch.Tensor:
-                raise CallError("runtime_error", f"output {index} is a {type(out).__name__}, not a plain torch.Tensor")
-            if out.__dict__:
-                # Per-instance overrides (.detach, .cpu, ...) would run the real work after the clock stops.
-                raise CallError(
-                    "rejected",
-                    f"output {index} carries per-instance attributes "
-                    f"({', '.join(sorted(out.__dict__))[:120]}): lazy outputs are not allowed",
-                )
-        return outputs
+        return self.validated(self.invoke(inputs))
+
+    def invoke(self, inputs: list[Any]) -> Any:
+        """The kernel on `inputs`; whatever it raises, as a verdict-worthy CallError."""
+        return kernel_call.invoke(self.fn, inputs, self.config["source"])
+
+    def validated(self, result: Any) -> tuple[Any, ...]:
+        """A call's result as a tuple of plain tensors (no subclass, no per-instance attributes)."""
+        return plain_outputs(self.torch.Tensor, result)
 
     def _poison(self, nbytes: int, value: float) -> None:
         """Fill freed allocator memory so unwritten outputs cannot look plausible (NaN first, another
@@ -251,22 +144,19 @@ class Worker:
     def check(self, message: dict[str, Any]) -> dict[str, Any]:
         torch = self.torch
         self.kept = []  # the last reply's tensors were read while this process was frozen: free them before the copy
-        inputs, shared = self._inputs(message, private=True)
+        inputs = self._inputs(message)
         self._poison(int(message.get("poison_bytes", 0)), float(message.get("poison_value", float("nan"))))
         outputs = self.run_call(inputs)
         if self.device == "cuda":
             torch.cuda.synchronize()
-        _check_aliasing(outputs, inputs)
-        for index, (now, before) in enumerate(zip(inputs, shared)):
-            if not torch.equal(now.cpu(), before):
-                raise CallError("incorrect", f"input {index} was modified by the kernel (inputs must stay unchanged)")
+        check_aliasing(outputs, inputs)
         # The inputs as the kernel left them go back too: the trusted side checks them bitwise.
         described = self._describe(list(outputs) + list(inputs))
         self.check_integrity("after a check call")
         return {"ok": True, "outputs": described[: len(outputs)], "inputs": described[len(outputs) :]}
 
     def warmup(self, message: dict[str, Any]) -> dict[str, Any]:
-        inputs, _ = self._inputs(message, private=False)
+        inputs = self._inputs(message)
         start, calls = time.perf_counter(), 0
         while calls < int(message.get("min_calls", 10)) or time.perf_counter() - start < float(
             message.get("min_seconds", 0.025)
@@ -281,51 +171,89 @@ class Worker:
         self.check_integrity("after warm-up")
         return {"ok": True, "calls": calls, "seconds": time.perf_counter() - start}
 
+    def stage(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Views of the segment for every call of a config's timed requests (untimed; no input has been placed
+        yet, so nothing here can start on one): the timed request itself only calls the kernel."""
+        layouts = message["calls"]
+        views = [self._inputs({"layout": layout}) for layout in layouts] if self.device == "cpu" else layouts
+        if self.ipc is not None:  # the trusted side's device buffers, opened once (DESIGN.md section 18)
+            views = open_inputs(self.ipc, message["handles"])
+        self.staged[str(message["key"])] = views
+        return {"ok": True}
+
     def call(self, message: dict[str, Any]) -> dict[str, Any]:
-        """A request of timed calls, one per input set in the segment (several only for kernels much
-        shorter than a request's overhead). The trusted side's clock around the request bounds the
-        time of record; this process's own clocks (and CUDA events) are claims it cross-checks."""
+        """One timed request: the kernel on each staged call's inputs, a clock read either side, nothing else.
+        The trusted side's clock around it is the time of record; describing the outputs, checking them and
+        reporting these clocks (claims) wait for `describe`, outside the timed request."""
         torch = self.torch
-        self.kept = []
-        host_ms, device_ms, described = [], [], []
-        for layout in message["calls"]:
-            inputs, _ = self._inputs({"layout": layout}, private=False)
+        self.kept, self.pending = [], []
+        for staged in self.staged[str(message["key"])]:
             if self.device == "cuda":
+                inputs = self._inputs({"layout": staged}) if self.ipc is None else staged
                 torch.cuda.synchronize()
                 self.l2_flush.fill_(1)
                 torch.cuda.synchronize()
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 t0 = time.perf_counter_ns()
                 start.record()
-                outputs = self.run_call(inputs)
+                result = self.invoke(inputs)
                 end.record()
                 torch.cuda.synchronize()
                 t1 = time.perf_counter_ns()
-                device_ms.append(start.elapsed_time(end))
+                self.pending.append((inputs, result, t1 - t0, start.elapsed_time(end)))
             else:
                 t0 = time.perf_counter_ns()
-                outputs = self.run_call(inputs)
+                result = self.invoke(staged)
                 t1 = time.perf_counter_ns()
-            _check_aliasing(outputs, inputs)
-            host_ms.append((t1 - t0) / 1e6)
-            kept = self.kept
-            described.append(self._describe(outputs))
-            self.kept = kept + self.kept  # every call's outputs stay alive until the trusted side has read them
+                self.pending.append((staged, result, t1 - t0, None))
+        # Where each call's outputs are, as the request ends: the trusted side reads audited ones before
+        # `describe`, so an output finished after the clock stopped is seen changing.
+        return {"ok": True, "at": [pointers(result) for _, result, _, _ in self.pending]}
+
+    def describe(self, message: dict[str, Any]) -> dict[str, Any]:
+        """After a timed request (untimed, its CPU held to the baseline's): where each call's outputs and inputs
+        are, the worker's own clocks (claims), and the checks a call's outputs must pass."""
+        host_ms, device_ms, described, given, kept = [], [], [], [], []
+        for inputs, result, host_ns, device in self.pending:
+            outputs = self.validated(result)
+            check_aliasing(outputs, inputs)
+            out, into = self._describe_timed(list(outputs), list(inputs))  # as a check call's reply: inputs too
+            kept += self.kept
+            described.append(out)
+            given.append(into)
+            host_ms.append(host_ns / 1e6)
+            device_ms.append(device)
+        self.kept, self.pending = kept, []  # every call's outputs stay alive until the trusted side has read them
         reply = {
             "ok": True,
             "host_ms": host_ms,
             "device_ms": device_ms if self.device == "cuda" else None,
             "outputs": described,
+            "inputs": given,
         }
         if message.get("integrity"):
             self.check_integrity("after a timed block")
         return reply
 
+    def _describe_timed(self, outputs: list[Any], inputs: list[Any]) -> tuple[list[Any], list[Any]]:
+        """A timed call's outputs and inputs as the kernel left them: host descriptions; on the device path the
+        outputs' IPC handles (no host copy) and no inputs (they are the trusted side's own buffers)."""
+        if self.ipc is not None:
+            self.kept = outputs + inputs
+            return export_all(self.ipc, outputs, "cuda"), []
+        both = self._describe(outputs + inputs)
+        return both[: len(outputs)], both[len(outputs) :]
+
+    def ping(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The least a request can cost: the floor under the time of record (the trusted side pings the
+        baseline's worker, which runs no candidate code)."""
+        return {"ok": True}
+
     def profile(self, message: dict[str, Any]) -> dict[str, Any]:
         """torch.profiler over a few calls, after the timing is over: advice, never part of a verdict."""
         from kernel_agent.measure.op_breakdown import op_breakdown
 
-        inputs, _ = self._inputs(message, private=False)
+        inputs = self._inputs(message)
         self.run_call(inputs)
         breakdown = op_breakdown(lambda: self.run_call(inputs), self.device, int(message.get("calls", 3)))
         if self.device == "cuda":
@@ -339,7 +267,10 @@ class Worker:
             "load": self.load,
             "check": self.check,
             "warmup": self.warmup,
+            "stage": self.stage,
             "call": self.call,
+            "describe": self.describe,
+            "ping": self.ping,
             "profile": self.profile,
         }
         while True:
@@ -355,23 +286,21 @@ class Worker:
             except CallError as exc:
                 reply = {"ok": False, "status": exc.status, "reason": exc.reason}
             except Violation as exc:
-                reply = {"ok": False, "status": "rejected", "reason": str(exc)}
+                reply = {"ok": False, "status": Status.REJECTED, "reason": str(exc)}
             except MemoryError:
-                reply = {"ok": False, "status": "crashed", "reason": "out of memory"}
+                reply = {"ok": False, "status": Status.CRASHED, "reason": "out of memory"}
             except Exception as exc:  # noqa: BLE001 - e.g. CUDA errors surfacing at sync
-                reply = {"ok": False, "status": "runtime_error", "reason": _one_line(exc)}
-            self.channel.send(FD_OUT, reply)
+                reply = {"ok": False, "status": Status.RUNTIME_ERROR, "reason": one_line(exc)}
+            self.channel.send(self.fds.replies, reply)
 
 
-def _check_aliasing(outputs: tuple[Any, ...], inputs: list[Any]) -> None:
-    for i, out in enumerate(outputs):
-        out_storage = out.untyped_storage()
-        lo, hi = out_storage.data_ptr(), out_storage.data_ptr() + out_storage.nbytes()
-        for j, inp in enumerate(inputs):
-            storage = inp.untyped_storage()
-            a, b = storage.data_ptr(), storage.data_ptr() + storage.nbytes()
-            if out_storage.nbytes() and storage.nbytes() and lo < b and a < hi:
-                raise CallError("incorrect", f"output {i} shares memory with input {j} (outputs may not alias inputs)")
+def device_transport(config: dict[str, Any]) -> Any:
+    """CUDA IPC for `--gpu-data device` on a GPU (DESIGN.md section 18); None on the host path."""
+    if config.get("gpu_data") != "device" or config["device"] != "cuda":
+        return None
+    from kernel_agent.evaluate.device.cuda_ipc import CudaIpcTransport
+
+    return CudaIpcTransport()
 
 
 MADV_HUGEPAGE = 14
@@ -397,39 +326,40 @@ def advise_huge_heap() -> None:
         pass
 
 
-def _is_out_of_memory(exc: BaseException) -> bool:
-    text = str(exc)
-    return (
-        type(exc).__name__ == "OutOfMemoryError" or "can't allocate memory" in text or "Cannot allocate memory" in text
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("config")
+    parser.add_argument("--fds", type=WorkerFds.parse, required=True)
     args = parser.parse_args()
-    config = json.loads(Path(args.config).read_text())
+    config = {**json.loads(Path(args.config).read_text()), "fds": args.fds}
     # Keep the protocol fds private; anything the candidate prints goes to a log file.
     log = os.open(config["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    LOG.append(config["log"])
     os.dup2(log, 1)
     os.dup2(log, 2)
     sys.stdout = os.fdopen(1, "w", buffering=1)
     sys.stderr = os.fdopen(2, "w", buffering=1)
     from kernel_agent.evaluate.sandbox import channel
 
-    _set_pdeathsig()
+    die_with_parent()
     worker = Worker(config)
     # Ready before any candidate code runs: the trusted side records this process and freezes it.
-    channel.send(FD_OUT, {"ok": True, "event": "ready"})
+    channel.send(args.fds.replies, {"ok": True, "event": "ready"})
     worker.serve()
 
 
-def _set_pdeathsig() -> None:
-    try:
-        libc = ctypes.CDLL(None)
-        libc.prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
-    except OSError:
-        pass
+try:  # looked up at import: after a fork in a threaded parent, dlopen's locks may be held
+    _PRCTL = ctypes.CDLL(None).prctl
+except (OSError, AttributeError):
+    _PRCTL = None
+
+
+def die_with_parent() -> None:
+    """SIGKILL this process when the thread that started it dies (PR_SET_PDEATHSIG): an orchestrator
+    killed by `timeout` or the OOM killer leaves no sandbox behind holding the GPU and the uid's process
+    slots. A change of uid clears it, so the worker sets it again after setpriv."""
+    if _PRCTL is not None:
+        _PRCTL(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
 
 
 if __name__ == "__main__":

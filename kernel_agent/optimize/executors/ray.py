@@ -38,7 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kernel_agent.core.verdict import Verdict
+from kernel_agent.core.verdict import Status, Verdict
 from kernel_agent.evaluate.device_lock import NoGate
 from kernel_agent.evaluate.pipeline import EvalOptions
 from kernel_agent.problem.load import Problem
@@ -274,7 +274,7 @@ class RayExecutor:
 
     def _crashed(self, problem: Problem, options: EvalOptions, reason: str, lost: list[str], attempts: int) -> Verdict:
         return Verdict(
-            status="crashed",
+            status=Status.CRASHED,
             reason=reason,
             problem=problem.name,
             device=problem.device if options.device == "auto" else options.device,

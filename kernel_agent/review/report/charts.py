@@ -15,8 +15,10 @@ matplotlib.use("Agg")
 
 from matplotlib.figure import Figure  # noqa: E402 - after choosing the backend
 
+from kernel_agent.core.verdict import Status
 from kernel_agent.db.models import BASELINE, MEASUREMENTS  # noqa: E402
 from kernel_agent.db.review_reads import CandidateRecord, KernelRecord  # noqa: E402
+from kernel_agent.measure.of_record import PENDING, NumberOfRecord  # noqa: E402
 
 STATUS_COLORS = {"faster": "#1a7f37", "flagged": "#bf8700", "correct": "#0969da"}
 
@@ -28,34 +30,38 @@ def _svg(figure: Figure) -> str:
     return text[text.index("<svg") :]
 
 
-def _timed(kernel: KernelRecord) -> list[CandidateRecord]:
-    return [c for c in kernel.candidates if c.origin not in MEASUREMENTS and c.speedup is not None]
+def _timed(kernel: KernelRecord) -> list[tuple[CandidateRecord, NumberOfRecord]]:
+    """Each candidate (not a measurement) with its number of record, when it has one to plot."""
+    numbers = [(c, kernel.number_of(c)) for c in kernel.candidates if c.origin not in MEASUREMENTS]
+    return [(c, n) for c, n in numbers if n.speedup is not None]
 
 
 def kernel_chart(kernel: KernelRecord) -> str | None:
-    """Each timed candidate's speedup by round (with its 95% interval), and the best accepted so far."""
+    """Each timed candidate's number of record by round (with its 95% interval: the best's re-timing in place of
+    its early look), and the best accepted so far; a best withheld while re-timing is named, not plotted."""
     timed = _timed(kernel)
-    if not timed:
+    withheld = [c for c in kernel.candidates if c.origin not in MEASUREMENTS and kernel.number_of(c).withheld]
+    if not timed and not withheld:
         return None
     figure = Figure(figsize=(6.4, 2.8), dpi=100)
     axes = figure.add_subplot()
-    for status in sorted({c.status for c in timed}):
-        group = [c for c in timed if c.status == status]
-        lows = [max(0.0, c.speedup - c.ci_low) if c.ci_low is not None else 0.0 for c in group]
-        highs = [max(0.0, c.ci_high - c.speedup) if c.ci_high is not None else 0.0 for c in group]
+    for status in sorted({c.status for c, _ in timed}):
+        group = [(c, n) for c, n in timed if c.status == status]
         axes.errorbar(
-            [c.round for c in group],
-            [c.speedup for c in group],
-            yerr=[lows, highs],
+            [c.round for c, _ in group],
+            [n.speedup for _, n in group],
+            yerr=[[_below(n.speedup, n.ci) for _, n in group], [_above(n.speedup, n.ci) for _, n in group]],
             fmt="o",
             capsize=3,
             color=STATUS_COLORS.get(status, "#6e7781"),
             label=status,
         )
-    rounds = sorted({c.round for c in timed} | {0})
+    for c in withheld:
+        axes.text(c.round, 1.0, f" candidate {c.id}: {PENDING}", fontsize=8, rotation=90, va="bottom")
+    rounds = sorted({c.round for c, _ in timed} | {c.round for c in withheld} | {0})
     best, best_so_far = 1.0, []
     for r in rounds:
-        accepted = [c.speedup for c in timed if c.round == r and c.status == "faster"]
+        accepted = [n.speedup for c, n in timed if c.round == r and c.status == Status.FASTER and n.speedup]
         best = max([best, *accepted])
         best_so_far.append(best)
     axes.step(rounds, best_so_far, where="post", color="#1a7f37", alpha=0.6, label="best accepted")
@@ -69,29 +75,41 @@ def kernel_chart(kernel: KernelRecord) -> str | None:
     return _svg(figure)
 
 
+def _below(value: float | None, ci: tuple[float, float] | None) -> float:
+    return max(0.0, value - ci[0]) if value is not None and ci is not None else 0.0
+
+
+def _above(value: float | None, ci: tuple[float, float] | None) -> float:
+    return max(0.0, ci[1] - value) if value is not None and ci is not None else 0.0
+
+
 def run_chart(kernels: list[KernelRecord]) -> str:
-    """Best accepted speedup per kernel (1.0x where none was accepted), with its 95% interval."""
+    """Each kernel's number of record (1.0x where nothing was accepted, `re-timing` where it is withheld), with
+    its 95% interval."""
     figure = Figure(figsize=(6.4, 0.6 + 0.45 * max(1, len(kernels))), dpi=100)
     axes = figure.add_subplot()
-    names, values, errors, colors = [], [], [[], []], []
+    names, values, errors, colors, labels = [], [], [[], []], [], []
     for k in kernels:
-        best = next((c for c in k.candidates if c.id == k.best_candidate_id), None)
+        number = k.number()
+        quoted = number.quoted if number is not None else None
         names.append(k.name)
-        if best is not None and best.speedup is not None:
-            values.append(best.speedup)
-            errors[0].append(max(0.0, best.speedup - (best.ci_low or best.speedup)))
-            errors[1].append(max(0.0, (best.ci_high or best.speedup) - best.speedup))
-            colors.append(STATUS_COLORS.get(best.status, "#6e7781"))
+        if quoted is not None and quoted.speedup is not None:
+            values.append(quoted.speedup)
+            errors[0].append(_below(quoted.speedup, quoted.ci))
+            errors[1].append(_above(quoted.speedup, quoted.ci))
+            colors.append(STATUS_COLORS.get(quoted.status, "#6e7781"))
+            labels.append(f"  {quoted.speedup:.2f}x")
         else:
             values.append(1.0)
             errors[0].append(0.0)
             errors[1].append(0.0)
             colors.append("#d0d7de")
+            labels.append(f"  {PENDING if number is not None and number.withheld else k.status}")
     positions = list(range(len(names)))
     axes.barh(positions, values, xerr=errors, color=colors, capsize=3)
     ends = [value + high for value, high in zip(values, errors[1])]
-    for y, (end, value, k) in enumerate(zip(ends, values, kernels)):
-        axes.text(end, y, f"  {value:.2f}x" if k.best_candidate_id else f"  {k.status}", va="center", fontsize=8)
+    for y, (end, label) in enumerate(zip(ends, labels)):
+        axes.text(end, y, label, va="center", fontsize=8)
     axes.set_yticks(positions, labels=names)
     axes.invert_yaxis()
     axes.axvline(1.0, color="#57606a", linestyle="--", linewidth=1)
@@ -119,7 +137,8 @@ def references_chart(rows: list[tuple[str, dict]]) -> str | None:
             entry = vs.get(kind) or {}
             value = entry.get("value")
             if not value:
-                axes.text(1.0, y + offset, f"  no {kind} point", va="center", fontsize=7, color="#6e7781")
+                missing = PENDING if entry.get("reason") == PENDING else f"no {kind} point"
+                axes.text(1.0, y + offset, f"  {missing}", va="center", fontsize=7, color="#6e7781")
                 continue
             low, high = entry.get("ci") or (value, value)
             values += [low, high]
@@ -179,15 +198,20 @@ class Roofline:
 def roofline_data(kernels: list[KernelRecord]) -> list[Roofline]:
     """Per device fingerprint: ceilings from the stored verdicts, and each shape's achieved GFLOP/s.
 
-    The winner's point and its baseline point come from the same A/B run (the best
-    candidate's verdict), so the arrow between them is a side-by-side measurement.
+    The winner's point and its baseline point come from the same A/B run (the verdict of the best's
+    number of record: its re-timing once that superseded the early look), so the arrow between them is a
+    side-by-side measurement. While the best's number is withheld (a wide early look not re-timed yet), its
+    run gives the baseline point alone.
     Shapes with no FLOPs (pure data movement) have no place on a FLOP/s axis.
     """
     found: dict[str, Roofline] = {}
     for kernel in kernels:
-        best = next((c for c in kernel.candidates if c.id == kernel.best_candidate_id), None)
+        number = kernel.number()
+        timed_id = number.candidate if number is not None else None  # the best's own run while withheld
+        best = next((c for c in kernel.candidates if c.id == timed_id), None)
         baseline = next((c for c in reversed(kernel.candidates) if c.origin == BASELINE), None)  # newest: --retry
         source = best if best is not None and best.verdict.get("roofline") else baseline
+        winner = source is best and number is not None and not number.withheld
         record = source.verdict.get("roofline") if source is not None else None
         if not isinstance(record, dict) or not record.get("gflops"):
             continue
@@ -199,7 +223,7 @@ def roofline_data(kernels: list[KernelRecord]) -> list[Roofline]:
             flops, base_ms = shape.get("flops") or 0, shape.get("baseline_median_ms")
             if flops <= 0 or not base_ms or not shape.get("intensity"):
                 continue
-            best_ms = shape.get("candidate_median_ms") if source is best else None
+            best_ms = shape.get("candidate_median_ms") if winner else None
             line.points.append(
                 RooflinePoint(
                     kernel.name,
@@ -258,4 +282,53 @@ def roofline_chart(line: Roofline) -> str:
     axes.set_title(f"roofline on {line.device} (ceilings measured by kernel-agent)", fontsize=10)
     axes.grid(alpha=0.3, which="both")
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    return _svg(figure)
+
+
+MICRO_COLORS = {"micro vs baseline": "#1a7f37", "micro vs eager": "#8250df", "model": "#0969da"}
+
+
+def e2e_chart(run: dict) -> str | None:
+    """One stored `e2e` run: each swapped op's certified micro speedups (over its baseline, over torch eager, which
+    the unswapped model runs) above the model's measured forward-pass speedup per shape, each with its interval,
+    and the Amdahl bound the ops' shares allow marked on the model's bars. Log scale. None with nothing to plot."""
+    rows: list[tuple[str, str, float, list[float] | None]] = []
+    for op in run.get("ops") or []:
+        for label, key in (("micro vs baseline", "micro"), ("micro vs eager", "vs_eager")):
+            if op.get(key):
+                rows.append((f"{op['kernel']} ({label})", label, op[key], op.get(f"{key}_ci")))
+    bounds = run.get("amdahl") or {}
+    for shape in run.get("per_shape") or []:
+        rows.append((f"model forward {shape['shape']}", "model", shape["speedup"], shape.get("ci")))
+    if not rows:
+        return None
+    figure = Figure(figsize=(6.4, 0.9 + 0.4 * len(rows)), dpi=100)
+    axes = figure.add_subplot()
+    values = []
+    for y, (_, kind, value, ci) in enumerate(rows):
+        low, high = ci or (value, value)
+        values += [low, high]
+        axes.barh(
+            y,
+            value - 1.0,
+            left=1.0,
+            height=0.6,
+            xerr=[[max(0.0, value - low)], [max(0.0, high - value)]],
+            color=MICRO_COLORS[kind],
+            capsize=2,
+        )
+        axes.text(max(high, value), y, f"  {value:.2f}x", va="center", fontsize=7)
+    for y, (name, kind, _, _) in enumerate(rows):
+        bound = bounds.get(name.removeprefix("model forward ")) if kind == "model" else None
+        if bound:
+            values.append(bound)
+            axes.plot([bound], [y], marker="|", markersize=14, color="#cf222e")
+            axes.text(bound, y - 0.35, "Amdahl bound", fontsize=6, color="#cf222e", ha="center")
+    axes.set_xscale("log")
+    axes.axvline(1.0, color="#57606a", linestyle="--", linewidth=1)
+    axes.set_yticks(range(len(rows)), labels=[name for name, *_ in rows])
+    axes.invert_yaxis()
+    axes.set_xlim(min(values + [1.0]) / 1.4, max(values + [1.0]) * 2.0)
+    axes.set_xlabel("speedup (x, log scale; left of 1.0: slower)")
+    axes.grid(axis="x", alpha=0.3)
     return _svg(figure)

@@ -5,12 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernel_agent.core.certificate import Certificate
 from kernel_agent.db.models import MEASUREMENTS
 from kernel_agent.db.reads import run_detail
 from kernel_agent.db.review_reads import CandidateRecord, KernelRecord, kernel_review, lineage, run_kernels
 from kernel_agent.db.session import Database
+from kernel_agent.measure.of_record import PENDING, NumberOfRecord
 from kernel_agent.measure.relative import Relative, speedup_vs_json
 from kernel_agent.review.report.charts import (
+    e2e_chart,
     kernel_chart,
     references_chart,
     roofline_chart,
@@ -40,6 +43,13 @@ class KernelView:
     review: dict[str, Any] | None = (
         None  # a flagged candidate that beats every accepted one (db.review_reads.review_summary)
     )
+    # `runs show`'s entry for this kernel (db.reads.run_detail): its number of record, times and speedup_vs
+    detail: dict[str, Any] = field(default_factory=dict)
+    certificate: Certificate | None = None  # what export would ship with the best (db/evidence.py)
+
+    def number_of(self, c: CandidateRecord) -> NumberOfRecord:
+        """A candidate's number of record: what its lineage entry and its row quote (measure/of_record.py)."""
+        return self.record.number_of(c)
 
 
 @dataclass
@@ -49,6 +59,14 @@ class Failure:
     round: int
     origin: str
     reason: str
+
+
+@dataclass
+class E2EView:
+    """One stored `e2e` run of a package built from this run: its JSON and the micro-vs-model chart."""
+
+    run: dict[str, Any]
+    chart_svg: str | None
 
 
 @dataclass
@@ -62,6 +80,8 @@ class ReportData:
     rooflines: list[tuple[str, str]] = field(default_factory=list)  # (device, inline SVG)
     references_svg: str | None = None  # best vs baseline, eager and compile per kernel
     versus: dict[str, dict[str, Any]] = field(default_factory=dict)  # kernel -> speedup_vs (db.reads.run_detail)
+    best_speedup: float | str | None = None  # the "best speedup" tile (`best_tile`)
+    e2e: list[E2EView] = field(default_factory=list)  # stored e2e runs of packages certified from this run
 
 
 def _diffs(chain: list[CandidateRecord]) -> list[DiffView]:
@@ -87,8 +107,8 @@ def _diffs(chain: list[CandidateRecord]) -> list[DiffView]:
     return views
 
 
-def _kernel_view(kernel: KernelRecord, db: Database | None = None) -> KernelView:
-    best = next((c for c in kernel.candidates if c.id == kernel.best_candidate_id), None)
+def _kernel_view(kernel: KernelRecord, detail: dict[str, Any], db: Database | None = None) -> KernelView:
+    best = kernel.best
     chain = lineage(kernel.candidates, best.id) if best else []
     counts: dict[str, int] = {}
     for c in kernel.candidates:
@@ -102,7 +122,16 @@ def _kernel_view(kernel: KernelRecord, db: Database | None = None) -> KernelView
         _diffs(chain),
         dict(sorted(counts.items())),
         kernel_review(kernel, db),
+        detail,
+        _certificate(db, kernel, best) if db is not None and best is not None else None,
     )
+
+
+def _certificate(db: Database, kernel: KernelRecord, best: CandidateRecord) -> Certificate:
+    """The best's certificate as export would write it, without the shipped files' digests (nothing shipped)."""
+    from kernel_agent.db.evidence import against_torch, certificate
+
+    return certificate(db, kernel, best, against_torch(db, best, kernel.number_of(best)))
 
 
 def _provenance(kernels: list[KernelRecord]) -> list[dict[str, Any]]:
@@ -128,12 +157,22 @@ def _provenance(kernels: list[KernelRecord]) -> list[dict[str, Any]]:
 def what_ships(kernel: dict[str, Any]) -> dict[str, Any]:
     """`speedup_vs` of what this kernel would ship: its best candidate, or the baseline itself (exactly 1.0x,
     marked `shipped: baseline`) when nothing beat it, so a kernel with no gain still shows how it stands
-    against torch."""
+    against torch. A best whose number is withheld (`re-timing`) shows no number at all."""
     versus = kernel.get("speedup_vs") or {}
-    if (versus.get("baseline") or {}).get("value") is not None:
+    if (versus.get("baseline") or {}).get("value") is not None or kernel.get("pending"):
         return versus
     itself = speedup_vs_json(Relative(1.0, (1.0, 1.0)), kernel.get("references") or {})
     return {kind: {**entry, "shipped": "baseline"} for kind, entry in itself.items()}
+
+
+def best_tile(kernels: list[dict[str, Any]]) -> float | str | None:
+    """The page's "best speedup" tile: the highest number of record among improved kernels (`runs show`'s
+    entries), `re-timing` when every improved kernel's number is withheld, None without one."""
+    improved = [k for k in kernels if k["status"] == "improved"]
+    quoted = [k["speedup"] for k in improved if k["speedup"] is not None]
+    if quoted:
+        return max(quoted)
+    return PENDING if any(k["pending"] for k in improved) else None
 
 
 def gather(db: Database, run_id: int) -> ReportData:
@@ -154,11 +193,19 @@ def gather(db: Database, run_id: int) -> ReportData:
     return ReportData(
         run=detail,
         run_chart_svg=run_chart(kernels),
-        kernels=[_kernel_view(k, db) for k in kernels],
+        kernels=[_kernel_view(k, entry, db) for k, entry in zip(kernels, detail["kernels"])],
         failures=dict(sorted(failures.items(), key=lambda item: -len(item[1]))),
         provenance=_provenance(kernels),
         reviews=reviews,
         rooflines=[(line.device, roofline_chart(line)) for line in roofline_data(kernels)],
         references_svg=references_chart([(k["name"], v) for k, v in zip(detail["kernels"], versus)]),
         versus={k["name"]: v for k, v in zip(detail["kernels"], versus)},
+        best_speedup=best_tile(detail["kernels"]),
+        e2e=[E2EView(run, e2e_chart(run)) for run in _e2e_runs(db, run_id)],
     )
+
+
+def _e2e_runs(db: Database, run_id: int) -> list[dict[str, Any]]:
+    from kernel_agent.db.e2e import e2e_runs
+
+    return e2e_runs(db, run_id)

@@ -11,6 +11,7 @@ from markupsafe import Markup
 
 from kernel_agent import __version__
 from kernel_agent.db.session import Database
+from kernel_agent.measure.of_record import NumberOfRecord
 from kernel_agent.review.report.data import gather
 
 
@@ -26,6 +27,22 @@ def _interval(low: float | None, high: float | None) -> str:
     return f"[{low:.3f}, {high:.3f}]" if low is not None and high is not None else "-"
 
 
+def _quote(number: NumberOfRecord) -> str:
+    """A number of record as the report writes it: `1.475x [1.350, 1.610]`, or `re-timing` while withheld."""
+    if number.withheld or number.speedup is None:
+        return number.cell(3)
+    return f"{number.cell(3)} {_interval(*(number.ci or (None, None)))}"
+
+
+def _early(number: NumberOfRecord) -> str:
+    """The early look a re-timing superseded, labelled: never a headline."""
+    early = number.early_look
+    if early is None or early.speedup is None:
+        return ""
+    looked = f"{_speedup(early.speedup)} {_interval(*(early.ci or (None, None)))}"
+    return f"early look {looked}, superseded by the re-timing (candidate {number.candidate})"
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, indent=1, sort_keys=True, default=str)
 
@@ -38,7 +55,7 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(ms=_ms, speedup=_speedup, tojson_pretty=_json)
-    env.globals.update(interval=_interval, safe=Markup)
+    env.globals.update(interval=_interval, quote=_quote, early=_early, safe=Markup)
     return env
 
 

@@ -1,8 +1,10 @@
 """Asks for a persisting L2 window on its inputs (through ctypes on the CUDA runtime) so the
-harness's L2 flush leaves them warm. Must not produce a speedup beyond the honest kernel's.
+harness's L2 flush leaves them warm. Must not produce a speedup beyond the honest kernel's. The static check
+refuses it for importing ctypes (seen on the H200, 2026-12-04); past that, the trusted flush and persisting-L2
+reset of the device path (DESIGN.md section 18) leave it nothing.
 
 ROW: 32
-EXPECT: faster|correct|flagged
+EXPECT: rejected|faster|correct|flagged
 REASON:
 """
 

@@ -102,3 +102,19 @@ def test_text_assigned_later_and_items_appended_later_are_cleaned_too() -> None:
     verdict.flags.append("\x1b[31mlate flag")
     assert len(verdict.reason) == 1000
     assert verdict.to_dict()["flags"] == ["late flag"]
+
+
+def test_a_verdict_s_correct_field_always_follows_its_status() -> None:
+    """Issue 31, defect 4: an audit failing after the checks passed left `status: incorrect` beside
+    `correct: true`."""
+    from kernel_agent.core.verdict import Verdict
+
+    verdict = Verdict(status="rejected")
+    verdict.correct = True  # the checks passed
+    assert verdict.correct is False  # ...but the status is not a passing one
+    verdict.status = "faster"
+    assert verdict.correct is True
+    verdict.status = "incorrect"  # an audited timed call failed afterwards
+    assert verdict.correct is False
+    assert Verdict(status="incorrect", correct=True).correct is False
+    assert Verdict.from_dict({"status": "correct", "correct": False}).correct is True

@@ -92,10 +92,8 @@ def test_a_retime_that_is_not_faster_leaves_the_best_own_interval_on_record(tmp_
 
 @pytest.mark.parametrize(("status", "quoted"), [("faster", "retime"), ("correct", "best")])
 def test_export_quotes_the_number_of_record_and_ships_the_best(tmp_path: Path, status: str, quoted: str) -> None:
-    from kernel_agent.export.package import of_record
-
     db, run_id, ids = kernel(tmp_path, status)
     (k,) = rq.run_kernels(db, run_id)
     winner, _ = choose_winner(k, approved_only=False)
     assert winner is not None and winner.id == ids["best"]
-    assert of_record(k, winner).id == ids[quoted]
+    assert k.number_of(winner).candidate == ids[quoted]

@@ -57,7 +57,7 @@ def test_0005_gives_each_row_its_runs_device_and_keys_rows_by_device(tmp_path: P
     database = open_database(str(path))
     assert database.backup is not None and database.backup.exists()
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0005",)]
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0007",)]  # through to head
         assert db.execute("SELECT id, run_id, device, status FROM run_kernels ORDER BY id").fetchall() == [
             (11, 1, "cpu", "running"),
             (12, 2, "cuda", "running"),

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernel_agent.db.session import open_database
-from kernel_agent.db.tuning import TuningStore, VariantKey, stored_times, tuned_configs, tuned_variants
+from kernel_agent.db.tuning import TuningStore, VariantKey, stored_times, tuned_variants
+from kernel_agent.select.table import tuned_configs
 from kernel_agent.tune.records import TIMED, ConfigTime, Stage, TunedConfig
 
 KEY = VariantKey("mm", "p" * 64, "v" * 64, "cpu | torch x | 1 threads", "float32")

@@ -28,6 +28,7 @@ from kernel_agent.evaluate.ab_timing import (
     request_shape,
     timer_mismatch,
 )
+from kernel_agent.evaluate.sandbox.accounting import Accounting
 from kernel_agent.evaluate.sandbox.session import Timed
 
 ROUNDS, CALLS = 10, 8
@@ -173,9 +174,9 @@ def test_overlapping_timings_restore_the_thread_count() -> None:
 
 def job_of(sequential: bool, rounds: int = ROUNDS) -> TimingJob:
     """Only what the early look reads: the configs, the device, the rule and the bar."""
-    fields = dict(candidate=None, baseline=None, maker=None, tolerance=None, output_bytes={}, target_block_ms=100.0)
+    fields = dict(candidate=None, baseline=None, maker=None, judge=None, expected={}, target_block_ms=100.0)
     return TimingJob(
-        configs=[((64,), "float32")], device="cpu", threads=1, rounds=rounds, audit_fraction=0.2, timeout=60.0,
+        configs=[((64,), "float32")], device="cpu", threads=1, rounds=rounds, audit_fraction=0.2,
         min_gain=0.02, sequential=sequential, **fields,
     )  # fmt: skip
 
@@ -205,7 +206,7 @@ def test_the_work_budget_refuses_a_candidate_and_only_records_a_trusted_referenc
     from types import SimpleNamespace
 
     def process(threads: int) -> SimpleNamespace:
-        return SimpleNamespace(accounting=SimpleNamespace(method="cgroup cpu.stat", max_threads=threads),
+        return SimpleNamespace(accounting=Accounting(method="cgroup cpu.stat", max_threads=threads),
                                peak_tasks=lambda: threads)  # fmt: skip
 
     busy = [[[Timed(1.0, [1.0], None, cpu_ns=3_000_000 * 10, window_ns=0, wall_ns=10_000_000, outputs=[])]]]

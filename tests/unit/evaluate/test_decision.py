@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from kernel_agent.core.verdict import Status
 from kernel_agent.evaluate.decision import decide
+from kernel_agent.measure.stats import Summary
+from kernel_agent.measure.timing_result import TimingResult
+
+SIDE = Summary(1.0, 1.0, 1.0, 1.0, 1)
 
 
-def estimate(speedup: float, low: float, high: float) -> dict:
-    return {"speedup": speedup, "speedup_ci": [low, high]}
+def estimate(speedup: float, low: float, high: float) -> TimingResult:
+    return TimingResult(
+        speedup=speedup, speedup_ci=(low, high), ci_level="95%", statistical_ci=(low, high), process_effect=0.08,
+        baseline=SIDE, candidate=SIDE, rounds=10, max_rounds=10, stopping={}, calls_per_block=[4],
+        calls_per_request=[1], per_shape=[], audited_calls=4, record_floor_ms=[0.05], timed_inputs=[], clock="",
+        threads=1, work_budget_exceeded=None, contention=None, accounting={},
+    )  # fmt: skip
 
 
 def test_the_low_end_of_the_interval_decides_faster() -> None:

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
+from kernel_agent.core.verdict import StatusError
 from kernel_agent.evaluate import pipeline
 from kernel_agent.evaluate.device_lock import DeviceGate
-from kernel_agent.evaluate.pipeline import EvalOptions, Evaluation, EvaluationError
+from kernel_agent.evaluate.pipeline import EvalOptions, Evaluation
 from kernel_agent.problem.footprint import largest_footprint
 from kernel_agent.problem.load import load_problem
 
@@ -29,12 +30,12 @@ def test_a_problem_that_fits_the_idle_host_is_not_refused_while_another_evaluati
     monkeypatch.setattr(pipeline, "available_bytes", lambda: reading["now"])
     gate = DeviceGate()
     options = EvalOptions(sandbox_root=tmp_path, gate=gate)
-    with pytest.raises(EvaluationError, match="too large for this machine"):  # the host alone is too small
+    with pytest.raises(StatusError, match="too large for this machine"):  # the host alone is too small
         Evaluation(problem, "", options)._size()
     reading["now"] = 4 * needed
     with gate.host_memory(needed, pipeline.available_bytes):  # another evaluation books while the host is idle
         reading["now"] = needed // 2  # ... and its processes take most of the memory
         assert Evaluation(problem, "", options)._size() >= needed  # sized against the idle host: booked, waits
     reading["now"] = needed // 2
-    with pytest.raises(EvaluationError, match="too large for this machine"):  # alone again, the host is small
+    with pytest.raises(StatusError, match="too large for this machine"):  # alone again, the host is small
         Evaluation(problem, "", options)._size()

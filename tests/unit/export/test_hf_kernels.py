@@ -246,7 +246,17 @@ def test_metadata_digest_covers_every_file(project: tuple[Path, str, list[str]])
     assert metadata["digest"]["files"] == hf_kernels.digest(variant)
     assert {"__init__.py", "_ops.py", "layers.py", "_runtime/dispatch.py"} <= set(metadata["digest"]["files"])
     assert metadata["kernel-agent"]["runs"] == [3, 4]
-    assert metadata["kernel-agent"]["candidates"]["gpu_only"] == [{"device": "cuda", "run": 3, "candidate": 9}]
+    assert metadata["kernel-agent"]["candidates"]["gpu_only"] == [
+        {
+            "device": "cuda",
+            "run": 3,
+            "candidate": 9,
+            "record_candidate": None,
+            "speedup": 1.5,
+            "speedup_ci": [1.4, 1.6],
+            "pending": None,
+        }
+    ]
     (variant / "layers.py").write_text("# changed\n")
     assert hf_kernels.digest(variant) != metadata["digest"]["files"]
 

@@ -12,8 +12,6 @@ import typer.main
 from typer.testing import CliRunner
 
 from kernel_agent.cli import app
-from kernel_agent.cli.optimize_cmd import NOT_OFFERED
-from kernel_agent.cli.options import GIVEN, fields_of, from_config
 from kernel_agent.core.config import Device, Devices, EvalConfig, ExecutorKind, IsolationLevel
 from kernel_agent.evaluate.pipeline import EvalOptions
 from kernel_agent.optimize.config import PER_KERNEL, KernelSpec, RunPlan, SearchConfig, manifest_keys, per_device
@@ -189,25 +187,13 @@ def test_a_manifest_value_is_checked_like_its_flag(tmp_path: Path, entry: str, m
 # ---- the command line -------------------------------------------------------------------------
 
 
-def probe_app() -> tuple[typer.Typer, dict]:
-    seen: dict = {}
-
-    @from_config
-    def command(plan: RunPlan = fields_of(skip=NOT_OFFERED), given: frozenset[str] = GIVEN) -> None:
-        seen.update(plan=plan, given=given)
-
-    probe = typer.Typer(rich_markup_mode=None)
-    probe.command()(command)
-    return probe, seen
-
-
-def test_no_flags_build_the_default_plan() -> None:
+def test_no_flags_build_the_default_plan(probe_app) -> None:
     probe, seen = probe_app()
     assert CliRunner().invoke(probe, []).exit_code == 0
     assert seen["plan"] == RunPlan() and seen["given"] == frozenset()
 
 
-def test_flags_land_in_their_fields_and_given_names_them() -> None:
+def test_flags_land_in_their_fields_and_given_names_them(probe_app) -> None:
     probe, seen = probe_app()
     args = [
         "--rounds",
@@ -250,7 +236,7 @@ def test_flags_land_in_their_fields_and_given_names_them() -> None:
     }
 
 
-def test_a_choice_outside_its_enum_is_refused_naming_the_choices() -> None:
+def test_a_choice_outside_its_enum_is_refused_naming_the_choices(probe_app) -> None:
     probe, _ = probe_app()
     result = CliRunner().invoke(probe, ["--executor", "gpu"])
     assert result.exit_code == 2 and "'--executor': must be local or ray, not 'gpu'" in result.output
@@ -281,7 +267,26 @@ def test_every_command_shows_the_defaults_of_the_fields_it_reads() -> None:
     } <= seen
 
 
-def test_retime_best_is_on_by_default_and_its_off_switch_is_stored_with_the_plan() -> None:
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["eval", "problem", "candidate.py"],
+        ["optimize", "problem"],
+        ["export", "1"],
+        ["tune", "problem"],
+        ["optimize", "--resume", "1"],
+    ],
+)
+@pytest.mark.parametrize("timeout", ["0", "-5", "0.0"])
+def test_every_command_refuses_a_timeout_that_is_not_positive(args: list[str], timeout: str) -> None:
+    """`--timeout` > 0 is declared once, with the field (`above=0`): `eval` alone used to check it, so `optimize`,
+    `export`, `tune` and a resume took 0 and every sandbox then ran with no time at all."""
+    result = CliRunner().invoke(app, [*args, "--timeout", timeout])
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '--timeout': must be greater than 0, not {timeout}" in result.output
+
+
+def test_retime_best_is_on_by_default_and_its_off_switch_is_stored_with_the_plan(probe_app) -> None:
     """`--no-retime-best` lands in SearchConfig, so a resumed run (which reads the stored plan alone) keeps it;
     a plan stored before the option existed re-times."""
     probe, seen = probe_app()
@@ -297,7 +302,7 @@ def test_retime_best_is_on_by_default_and_its_off_switch_is_stored_with_the_plan
 # ---- --device cpu,cuda: one kernel entry per listed device --------------------------------------------------
 
 
-def test_device_lists_land_in_the_plan_and_a_bad_one_is_a_usage_error_of_one_line() -> None:
+def test_device_lists_land_in_the_plan_and_a_bad_one_is_a_usage_error_of_one_line(probe_app) -> None:
     probe, seen = probe_app()
     result = CliRunner().invoke(probe, ["--device", "cpu,cuda"])
     assert result.exit_code == 0, result.output

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from kernel_agent.core.verdict import Verdict
+from kernel_agent.core.verdict import Refusal, RefusalKind, Status, Verdict
 from kernel_agent.db.reads import run_detail
 from kernel_agent.db.session import open_database
 from kernel_agent.db.writes import create_run
@@ -84,7 +84,7 @@ def test_a_kernel_on_a_missing_device_ends_with_the_reason_stored_and_nothing_ev
         "no CUDA device is visible here",
         "cuda",
     )
-    assert events == [("done", {"kernel": "softmax64 (cuda)", "status": "no_device", "speedup": None})]
+    assert events == [("done", {"kernel": "softmax64 (cuda)", "status": "no_device", "speedup": None, "cell": "-"})]
     (kernel,) = run_detail(db, run_id)["kernels"]
     assert (kernel["device"], kernel["status"], kernel["reason"], kernel["statuses"]) == (
         "cuda",
@@ -111,7 +111,11 @@ class Queued:
 
     def submit(self, problem, source, options) -> Future:  # noqa: ANN001 - the Executor protocol's types
         time.sleep(self.queued)
-        verdict = Verdict(status="rejected", reason="too large for this machine: one call's working set 99 GB")
+        verdict = Verdict(
+            status=Status.REJECTED,
+            reason="too large for this machine: one call's working set 99 GB",
+            refusal=Refusal(RefusalKind.TOO_LARGE, 99 << 30, 16 << 30, "host"),
+        )
         verdict.durations = {"size": self.took, "memory_wait": 0.0}
         future: Future = Future()
         future.set_result(verdict)

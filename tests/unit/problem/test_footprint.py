@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import SOFTMAX
 
+from kernel_agent.core.verdict import Refusal, RefusalKind
 from kernel_agent.problem.footprint import (
     BASE_BYTES,
     GB,
@@ -141,8 +142,8 @@ def test_a_model_whose_activations_dwarf_its_inputs_is_sized_with_them(tmp_path:
     assert footprint.inputs == 64 * MIB and footprint.outputs == 4 * 1024
     assert footprint.temporaries == 8 * GB
     assert footprint.needed_without_gold >= 3 * 8 * GB  # the orchestrator's reference and both workers
-    reason = refusal(load_problem(path), "cpu", budget_bytes=16 * GB)
-    assert reason is not None and "8.00 GB of temporaries at its peak" in reason
+    refused = refusal(load_problem(path), "cpu", budget_bytes=16 * GB)
+    assert refused is not None and "8.00 GB of temporaries at its peak" in refused.reason
 
 
 def test_too_small_a_budget_is_refused_with_the_numbers_and_the_flag(tmp_path: Path) -> None:
@@ -150,17 +151,20 @@ def test_too_small_a_budget_is_refused_with_the_numbers_and_the_flag(tmp_path: P
     path.write_text(BIG_LINEAR)
     problem = load_problem(path)
     needed = largest_footprint(problem).needed_without_gold
-    reason = refusal(problem, "cpu", budget_bytes=needed - 1)
-    assert reason is not None and reason.startswith("too large for this machine")
-    assert f"needs about {needed / GB:.2f} GB" in reason and "the --memory-budget is" in reason
+    refused = refusal(problem, "cpu", budget_bytes=needed - 1)
+    assert refused is not None and refused.reason.startswith("too large for this machine")
+    assert f"needs about {needed / GB:.2f} GB" in refused.reason and "the --memory-budget is" in refused.reason
+    # the loop reads the kind and the numbers, not the wording
+    assert refused.refusal == Refusal(RefusalKind.TOO_LARGE, needed, needed - 1, "host")
     assert refusal(problem, "cpu", budget_bytes=needed) is None
 
 
 def test_a_problem_that_cannot_be_sized_is_refused_not_raised(tmp_path: Path) -> None:
     path = tmp_path / "broken.py"
     path.write_text(BIG_LINEAR.replace("return torch.relu(self.linear(x))", "return self.linear(x.t())"))
-    reason = refusal(load_problem(path), "cpu", budget_bytes=1 << 50)
-    assert reason is not None and reason.startswith("cannot size the problem's working set: RuntimeError")
+    refused = refusal(load_problem(path), "cpu", budget_bytes=1 << 50)
+    assert refused is not None and refused.reason.startswith("cannot size the problem's working set: RuntimeError")
+    assert refused.refusal is not None and refused.refusal.kind is RefusalKind.UNSIZABLE
 
 
 @pytest.mark.parametrize(("n", "text"), [(3 * GB // 2, "1.50 GB"), (5 * MIB, "5.0 MB")])

@@ -67,18 +67,18 @@ def test_no_rows_or_none_means_the_plain_search(tmp_path: Path) -> None:
 
 
 def test_optimize_gives_each_kernel_its_own_advised_search(tmp_path: Path) -> None:
-    """The wiring `optimize` uses (cli/optimize_cmd.build_providers), for the run's threads and selector."""
-    from kernel_agent.cli.optimize_cmd import build_providers
+    """The wiring `optimize` uses (optimize/providers.build_providers), for the run's threads and selector."""
     from kernel_agent.core.config import EvalConfig
     from kernel_agent.optimize.config import KernelSpec, RunPlan, SearchConfig
+    from kernel_agent.optimize.providers import build_providers
 
     db, problem = stored_db(tmp_path)
     spec = KernelSpec(str(PROBLEM))
     plan = RunPlan(kernels=[spec], evaluation=EvalConfig(threads=1))
-    assert build_providers(db, plan, [(spec, problem)])[problem.name].first[0] == WINNER
+    assert build_providers(db, plan, [(spec, problem)], [problem.name])[problem.name].first[0] == WINNER
     plan.search = SearchConfig(trust_selector=True)
-    trusting = build_providers(db, plan, [(spec, problem)])[problem.name]
+    trusting = build_providers(db, plan, [(spec, problem)], [problem.name])[problem.name]
     assert trusting.first == [WINNER] and trusting.only_first
     plan.search = SearchConfig(selector=SelectorChoice.NONE, trust_selector=True)  # no advice: nothing to trust
-    plain = build_providers(db, plan, [(spec, problem)])[problem.name]
+    plain = build_providers(db, plan, [(spec, problem)], [problem.name])[problem.name]
     assert plain.first == [] and not plain.only_first

@@ -14,8 +14,13 @@ from kernel_agent.tune.space import SpaceError, chosen_shapes, configs, shape_se
 FAMILIES = sorted(p for p in (EXAMPLES / "tuning").iterdir() if (p / "problem.py").is_file())
 
 
-def test_the_three_families_are_there() -> None:
-    assert {p.name for p in FAMILIES} == {"cpp_tiled_matmul", "cpp_row_softmax", "triton_tiled_matmul"}
+def test_the_four_families_are_there() -> None:
+    assert {p.name for p in FAMILIES} == {
+        "cpp_tiled_matmul",
+        "cpp_row_softmax",
+        "triton_tiled_matmul",
+        "triton_row_softmax",
+    }
 
 
 @pytest.mark.parametrize("folder", FAMILIES, ids=lambda p: p.name)

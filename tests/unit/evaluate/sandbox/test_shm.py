@@ -4,24 +4,30 @@ The seals against a reader, and reads of a frozen process's memory, are tests/e2
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import os
+
 import pytest
 import torch
 
 from kernel_agent.evaluate.sandbox.shm import (
     ALIGN,
+    SEGMENT_EXTRA,
     InputSegment,
     OutputRef,
     TransportError,
     map_readonly,
     nbytes,
     read_bound,
+    segment_bytes,
     views,
 )
 
 
 @pytest.fixture
 def segment() -> InputSegment:
-    segment = InputSegment()
+    segment = InputSegment(1 << 20)
     yield segment
     segment.close()
 
@@ -83,3 +89,28 @@ def test_an_output_spans_from_its_first_to_past_its_last_element(shape: tuple, s
 def test_read_bound_is_generous_but_finite() -> None:
     assert nbytes([torch.zeros(3, 4), torch.zeros(2, dtype=torch.float64)]) == 64
     assert read_bound(64) == 4 * 64 + (1 << 20)
+
+
+def test_the_segment_is_sized_to_one_request_not_to_the_host() -> None:
+    """Its holes and its size are memory no rlimit or RSS counts (issue 31 B): the largest call's inputs plus
+    room for one request of several short calls, and a placement past that is refused with the numbers."""
+    assert segment_bytes(1 << 20) == 64 << 20  # 64 calls of a 1 MiB set
+    assert segment_bytes(1 << 30) == (1 << 30) + SEGMENT_EXTRA
+    segment = InputSegment(segment_bytes(4096))
+    try:
+        assert segment.capacity == os.fstat(segment.fd).st_size < 1 << 20
+        with pytest.raises(TransportError, match="more than the"):
+            segment.place([torch.zeros(1 << 20)])
+    finally:
+        segment.close()
+
+
+def test_a_worker_gets_a_read_only_descriptor_it_cannot_fill(segment: InputSegment) -> None:
+    reader = segment.reader_fd()
+    try:
+        assert fcntl.fcntl(reader, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
+        with pytest.raises(OSError) as raised:
+            os.posix_fallocate(reader, 0, segment.capacity)  # pins pages inside the size through a writable one
+        assert raised.value.errno == errno.EBADF
+    finally:
+        os.close(reader)

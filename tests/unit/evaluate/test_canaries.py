@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import SOFTMAX
 
-from kernel_agent.problem.canaries import audit_problem, audit_shapes
+from kernel_agent.evaluate.canaries import audit_problem, audit_shapes
 from kernel_agent.problem.load import ProblemError, load_problem
 from unit.problem.test_load import write_problem
 

@@ -1,0 +1,146 @@
+"""The timed part of a verdict: the A/B timing of a verified candidate against its baseline, a second pair
+of processes for a small gain (measure/confirmation.py), the roofline rows and the decision."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from kernel_agent.core.verdict import Status
+from kernel_agent.evaluate.ab_timing import TimingJob, measure_speedup
+from kernel_agent.evaluate.context import EvalContext
+from kernel_agent.evaluate.decision import Decision, decide
+from kernel_agent.evaluate.pair import SessionPair
+from kernel_agent.evaluate.preparation import EvaluationError
+from kernel_agent.evaluate.sandbox.session import WorkerFailure, WorkerSession, WorkerSpec
+from kernel_agent.evaluate.verification import Verifier
+from kernel_agent.measure.confirmation import needs_confirmation, reason_for
+from kernel_agent.measure.timing_result import TimingResult, combined
+from kernel_agent.problem.oracle import CaseSpec
+
+
+@dataclass(frozen=True)
+class Roofline:
+    rows: list[dict[str, Any]]  # per benchmark shape: work, floor, each side's time (the decision reads them)
+    record: dict[str, Any] | None  # what the verdict stores for the report's chart
+
+
+@dataclass(frozen=True)
+class TimingOutcome:
+    estimate: TimingResult
+    decision: Decision
+    roofline: Roofline
+
+
+@contextmanager
+def baseline_failure() -> Iterator[None]:
+    """The baseline's own failure (it is trusted code) is the evaluation's runtime error, not the candidate's."""
+    try:
+        yield
+    except WorkerFailure as exc:
+        raise EvaluationError(Status.RUNTIME_ERROR, f"the baseline itself failed: {exc.reason}") from None
+
+
+def time_candidate(
+    ctx: EvalContext,
+    pair: SessionPair,
+    verifier: Verifier,
+    cases: list[CaseSpec],
+    fresh: Callable[[WorkerSpec], WorkerSession],
+) -> TimingOutcome:
+    """The A/B timing and the decision; a small gain is timed again on a fresh pair of processes."""
+    options = ctx.options
+    estimate, raised = time_pair(ctx, pair, verifier, cases)
+    outcome = _decided(ctx, estimate, raised)
+    if outcome.decision.status is Status.FASTER and needs_confirmation(estimate, options.min_gain):
+        assert pair.baseline is not None
+        pair.renew(fresh(pair.candidate.spec), fresh(pair.baseline.spec))
+        pair.candidate.launch()
+        pair.baseline.launch()  # the two start together, as the first pair did
+        pair.candidate.ready()
+        pair.candidate.load()
+        verifier.replay(pair.candidate, cases)  # the same process history as the fresh baseline's
+        with baseline_failure():
+            pair.baseline.ready()
+        second, more = time_pair(ctx, pair, verifier, cases)
+        outcome = _decided(ctx, combined(estimate, second, reason_for(estimate, options.min_gain)), raised + more)
+    return outcome
+
+
+def time_pair(
+    ctx: EvalContext, pair: SessionPair, verifier: Verifier, cases: list[CaseSpec]
+) -> tuple[TimingResult, list[str]]:
+    """One pair: a ready baseline process against the candidate, with the same check history first. The
+    baseline is closed here, whatever happens, and its accounting kept."""
+    problem, options, baseline = ctx.problem, ctx.options, pair.baseline
+    assert baseline is not None
+    try:
+        with baseline_failure():
+            baseline.load()
+            verifier.replay(baseline, cases)
+        configs = [(tuple(shape), dtype) for dtype in problem.dtypes for shape in problem.shapes]
+        missing = [c for c in configs if c not in verifier.report.expected]
+        if missing:
+            raise EvaluationError(
+                Status.REJECTED,
+                f"no checked case for shape {list(missing[0][0])} {missing[0][1]}: cannot audit its timed outputs",
+            )
+        job = TimingJob(
+            configs=configs,
+            maker=verifier.maker,
+            candidate=pair.candidate,
+            baseline=baseline,
+            device=ctx.device,
+            threads=options.threads,
+            rounds=options.timing_rounds,
+            target_block_ms=options.target_block_ms,
+            audit_fraction=options.audit_fraction,
+            judge=verifier.judge,
+            expected=verifier.report.expected,
+            min_gain=options.min_gain,
+            sequential=options.sequential,
+            enforce_work_budget=not options.trusted_source,  # the timer rule still applies: it could flatter us
+            draw_on="cuda" if ctx.device_data else "cpu",
+        )
+        return measure_speedup(job)
+    finally:
+        pair.close_baseline()
+
+
+def _decided(ctx: EvalContext, estimate: TimingResult, raised: list[str]) -> TimingOutcome:
+    roof = roofline(ctx, estimate)
+    options = ctx.options
+    return TimingOutcome(estimate, decide(estimate, raised, options.min_gain, options.sanity_speedup, roof.rows), roof)
+
+
+def roofline(ctx: EvalContext, estimate: TimingResult) -> Roofline:
+    """Work, ceilings and floors per benchmark shape on this device; nothing without ceilings. Advice for the
+    decision's floor check, never a reason to fail. A time under the floor is checked against ceilings
+    measured again first: stored ones may have been read on a busy machine (an honest copy of level2/66 read
+    524 ms against a 2021 ms floor), and a copy of the problem's own size runs from cache where its data does
+    (a floor from the DRAM-sized copy alone is one an honest kernel of a cache-sized problem beats)."""
+    ceilings = ctx.options.ceilings
+    if ceilings is None:
+        return Roofline([], None)
+    try:
+        from kernel_agent.measure.profile import measure_bandwidth, measure_ceilings, roofline_record, shape_rows
+
+        timing = estimate.to_json()
+        rows = shape_rows(ctx.problem, timing, ceilings)
+        remeasured = None
+        if any(row.get("candidate_faster_than_floor") for row in rows):
+            fresh = measure_ceilings(ctx.device, threads=ctx.options.threads)
+            own = min(row["bytes"] for row in rows if row.get("bytes")) // 2
+            copy = measure_bandwidth(ctx.device, nbytes=max(own, 1 << 16)) if own else 0.0
+            ceilings = ceilings.higher(dataclasses.replace(fresh, memory_gbps=max(fresh.memory_gbps, copy)))
+            rows = shape_rows(ctx.problem, timing, ceilings)
+            remeasured = {"at": fresh.measured_at, "spread": fresh.spread, "load": fresh.load, "sized_gbps": copy}
+    except Exception:  # noqa: BLE001 - a floor that cannot be computed changes nothing
+        return Roofline([], None)
+    record = roofline_record(rows, ceilings)
+    if remeasured is not None:
+        record["remeasured_before_flag"] = remeasured
+    return Roofline(rows, record)

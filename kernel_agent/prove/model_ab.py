@@ -1,0 +1,164 @@
+"""The model with and without the package's kernels: outputs compared, forward passes A/B-timed, share of time.
+
+Why the same statistics as a verdict: an end-to-end number beside a micro one only means something when both
+come from the same estimator, so the rounds here feed `measure/stats.py` `speedup_interval` (median ratio per
+shape, geometric mean over shapes, round bootstrap widened by the between-process term) and the busy-machine rule
+of `measure/contention.py`. Unlike a verdict this runs in one process, the user's, on the recipe's model: the
+package's code was checked against its digests first, and this is where it runs.
+
+Why the share: a kernel 3x faster in isolation that takes 5% of the model can buy at most 1/(0.95 + 0.05/3) =
+1.03x (Amdahl). The share of each swapped layer is timed inside the unswapped model's forward (hooks around the
+layer instances), so the bound printed beside the measured model speedup is this model's, at these shapes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kernel_agent.measure.contention import contention, core_times
+from kernel_agent.measure.stats import SpeedupEstimate, calls_per_block, speedup_interval
+
+TARGET_BLOCK_MS = 100.0  # one side's calls per block, as a verdict's requests per block (stats.calls_per_block)
+SHARE_CALLS = 5  # forward passes whose hooked layer times give each layer's share
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """The swapped model's outputs against the unswapped model's, per shape: the largest errors, and whether every
+    element holds |a - b| <= atol + rtol * |b|."""
+
+    passed: bool
+    max_abs: float
+    max_rel: float
+    where: str = ""
+
+
+def outputs(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in outputs(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in outputs(v)]
+    return []
+
+
+def check_outputs(
+    plain: torch.nn.Module, swapped: torch.nn.Module, inputs: dict[str, tuple], tolerance: tuple[float, float]
+) -> OutputCheck:
+    rtol, atol = tolerance
+    worst_abs = worst_rel = 0.0
+    with torch.no_grad():
+        for label, args in inputs.items():
+            want, got = outputs(plain(*args)), outputs(swapped(*args))
+            if len(want) != len(got) or any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(got, want)):
+                return OutputCheck(False, math.inf, math.inf, f"{label}: outputs differ in number, shape or dtype")
+            for index, (a, b) in enumerate(zip(got, want)):
+                diff = (a.double() - b.double()).abs()
+                if not torch.isfinite(a).all() and torch.isfinite(b).all():
+                    return OutputCheck(False, math.inf, math.inf, f"{label}: output {index} holds NaN or Inf")
+                worst_abs = max(worst_abs, float(diff.max()) if diff.numel() else 0.0)
+                scale = b.double().abs()
+                worst_rel = max(worst_rel, float((diff / scale.clamp_min(1e-30)).max()) if diff.numel() else 0.0)
+                if bool((diff > atol + rtol * scale).any()):
+                    return OutputCheck(False, worst_abs, worst_rel, f"{label}: output {index} off by {worst_abs:.3g}")
+    return OutputCheck(True, worst_abs, worst_rel)
+
+
+def shares(model: torch.nn.Module, layers: dict[str, type[torch.nn.Module]], inputs: tuple) -> dict[str, float]:
+    """Each kernel's share of one forward pass of the unswapped model: the median over SHARE_CALLS passes of the
+    time inside its layer instances over the pass's time."""
+    spent: dict[str, float] = {}
+    started: dict[int, float] = {}
+    hooks = []
+
+    def before(module: torch.nn.Module, _args: Any) -> None:
+        started[id(module)] = time.perf_counter()
+
+    def after(kernel: str):
+        def hook(module: torch.nn.Module, _args: Any, _out: Any) -> None:
+            spent[kernel] = spent.get(kernel, 0.0) + time.perf_counter() - started.pop(id(module))
+
+        return hook
+
+    for kernel, cls in layers.items():
+        for m in model.modules():
+            if type(m) is cls:
+                hooks += [m.register_forward_pre_hook(before), m.register_forward_hook(after(kernel))]
+    found: dict[str, list[float]] = {k: [] for k in layers}
+    try:
+        with torch.no_grad():
+            model(*inputs)  # warm
+            for _ in range(SHARE_CALLS):
+                spent.clear()
+                start = time.perf_counter()
+                model(*inputs)
+                total = time.perf_counter() - start
+                for kernel in layers:
+                    found[kernel].append(spent.get(kernel, 0.0) / total)
+    finally:
+        for h in hooks:
+            h.remove()
+    return {k: sorted(v)[len(v) // 2] for k, v in found.items()}
+
+
+def amdahl(shares_by_kernel: dict[str, float], speedups: dict[str, float]) -> float | None:
+    """The most the model can gain when each kernel's share of its time runs `speedups[kernel]` times faster."""
+    if not shares_by_kernel or any(k not in speedups or speedups[k] <= 0 for k in shares_by_kernel):
+        return None
+    rest = 1.0 - sum(shares_by_kernel.values())
+    return 1.0 / (max(rest, 0.0) + sum(f / speedups[k] for k, f in shares_by_kernel.items()))
+
+
+@dataclass
+class ModelTiming:
+    """The forward pass timed A/B: the estimate over shapes (None when refused), per-shape labels, the reason."""
+
+    estimate: SpeedupEstimate | None
+    labels: list[str]
+    rounds: int
+    calls_per_block: list[int]
+    refusal: str = ""
+    contention: dict[str, float] = field(default_factory=dict)
+
+
+def _time_block(model: torch.nn.Module, args: tuple, calls: int) -> list[float]:
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter_ns()
+        model(*args)
+        times.append((time.perf_counter_ns() - start) / 1e6)
+    return times
+
+
+def time_models(plain: torch.nn.Module, swapped: torch.nn.Module, inputs: dict[str, tuple], rounds: int) -> ModelTiming:
+    """Per round and shape, the two models take turns block by block (the one that goes first swaps every round),
+    each call timed alone; the rounds give the speedup of the swapped model with a round-bootstrap interval."""
+    labels = list(inputs)
+    base: list[list[list[float]]] = [[] for _ in labels]
+    cand: list[list[list[float]]] = [[] for _ in labels]
+    with torch.no_grad():
+        sizes = []
+        for args in inputs.values():
+            for model in (plain, swapped):
+                model(*args)  # warm: first-call builds (a C++ kernel's gcc at load) stay out of the rounds
+            start = time.perf_counter()
+            plain(*args)
+            sizes.append(calls_per_block((time.perf_counter() - start) * 1e3, TARGET_BLOCK_MS))
+        before = core_times(None)
+        for r in range(rounds):
+            for s, args in enumerate(inputs.values()):
+                order = [(plain, base), (swapped, cand)]
+                for model, into in order if r % 2 == 0 else order[::-1]:
+                    into[s].append(_time_block(model, args, sizes[s]))
+        after = core_times(None)
+    busy = contention(before, after, 0, os.cpu_count() or 1)
+    refusal = busy.refusal() or ""
+    estimate = None if refusal else speedup_interval(base, cand)
+    return ModelTiming(estimate, labels, rounds, sizes, refusal, busy.to_json())

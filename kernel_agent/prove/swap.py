@@ -1,0 +1,74 @@
+"""A package's kernels swapped into a copy of a model, the way each format is meant to be used.
+
+hf-kernels: through `kernels.kernelize` with a mapping from each layer class (made extensible with
+`kernels.replace_kernel_forward_from_hub`) to the package's layer (`LocalLayerRepository`), so the model runs the
+package's torch.library ops exactly as a `kernels` user's model would. pip: each layer instance's forward becomes
+the package's function of the same kernel. Either way the unswapped model is left as it was.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from kernel_agent.prove.recipe import ModelCase
+
+
+@dataclass(frozen=True)
+class Swapped:
+    """The swapped copy, how many layer instances of each kernel it runs from the package, and how."""
+
+    model: torch.nn.Module
+    counts: dict[str, int]
+    how: str
+
+
+def camel(name: str) -> str:
+    """A kernel's layer name in an hf-kernels package (export/hf_kernels.py camel)."""
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_") if part) or "Kernel"
+
+
+def instances(model: torch.nn.Module, cls: type[torch.nn.Module]) -> list[torch.nn.Module]:
+    return [m for m in model.modules() if type(m) is cls]
+
+
+def swap(case: ModelCase, root: Path, fmt: str, package: str, kernels: list[str], device: str) -> Swapped:
+    """A deep copy of the recipe's model with every layer of the given kernels running the package's version."""
+    model = copy.deepcopy(case.model)
+    wanted = {k: case.layers[k] for k in kernels if k in case.layers}
+    counts = {k: len(instances(model, cls)) for k, cls in wanted.items()}
+    if fmt == "hf-kernels":
+        return Swapped(_kernelize(model, root / "build", wanted, device), counts, _kernels_version())
+    sys.path.insert(0, str(root.resolve()))
+    try:
+        module = importlib.import_module(package)
+    finally:
+        sys.path.remove(str(root.resolve()))
+    for kernel, cls in wanted.items():
+        for layer in instances(model, cls):
+            layer.forward = getattr(module, kernel)  # an instance attribute: the class and model A are untouched
+    return Swapped(model, counts, f"import {package}")
+
+
+def _kernelize(
+    model: torch.nn.Module, build: Path, wanted: dict[str, type[torch.nn.Module]], device: str
+) -> torch.nn.Module:
+    from kernels import LocalLayerRepository, Mode, kernelize, replace_kernel_forward_from_hub, use_kernel_mapping
+
+    mapping = {}
+    for kernel, cls in wanted.items():
+        replace_kernel_forward_from_hub(cls, camel(kernel))
+        mapping[camel(kernel)] = {device: LocalLayerRepository(repo_path=build, layer_name=camel(kernel))}
+    with use_kernel_mapping(mapping):
+        return kernelize(model, mode=Mode.INFERENCE, device=device, use_fallback=False)
+
+
+def _kernels_version() -> str:
+    import kernels
+
+    return f"kernels {kernels.__version__} kernelize"
