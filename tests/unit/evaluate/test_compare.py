@@ -62,6 +62,20 @@ def test_near_zero_outputs_fail_the_normwise_rule() -> None:
     assert not result.passed and result.mismatch.check in ("precision", "norm")
 
 
+def test_a_few_values_near_zero_are_judged_against_what_the_reference_itself_could_do() -> None:
+    """One element whose gold is near zero, where the float32 reference cancels: the reference's own output is
+    off by 2e-4 on a gold of 3e-4 (a relative norm error of 0.6). An output with that error passes; one twice
+    as far past it, and zeros on a larger output, still fail (the CI failure of stop 42, at shape [1, 1])."""
+    gold = (torch.tensor([[3e-4]], dtype=torch.float64),)
+    base = (torch.tensor([[5e-4]], dtype=torch.float32),)
+    loose = Tolerance(1e-4, 1e-3, 1e-5)
+    assert compare(base[0].clone(), gold, base, loose).passed
+    far = compare(torch.tensor([[1.8e-3]]), gold, base, loose)
+    assert not far.passed and far.mismatch.check == "allclose"
+    worse = compare(torch.tensor([[-6e-4]]), gold, base, Tolerance(1e-4, 1e-2, 1e-5), precision=False)
+    assert not worse.passed and "twice the reference's own" in worse.mismatch.message
+
+
 def test_canaries_all_fail_on_a_healthy_problem() -> None:
     x, gold, base = _case()
     for name, outputs in canary_outputs(gold, base, [x]):
