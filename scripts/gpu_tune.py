@@ -22,10 +22,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernel_agent.core.config import GpuData  # noqa: E402
+from kernel_agent.core.tuning import ConfigTime, Stage  # noqa: E402
 from kernel_agent.evaluate.pipeline import EvalOptions  # noqa: E402
 from kernel_agent.problem.load import load_problem  # noqa: E402
 from kernel_agent.tune.ground_truth import TunePlan, default_config, tune  # noqa: E402
-from kernel_agent.tune.records import ConfigTime, Stage  # noqa: E402
 from kernel_agent.tune.space import shape_sets  # noqa: E402
 
 

@@ -16,7 +16,7 @@ from kernel_agent.cli.options import fields_of, from_config
 from kernel_agent.cli.references import check_compile_modes
 from kernel_agent.cli.speedups import slower
 from kernel_agent.core.config import Device, EvalConfig, ReferenceConfig
-from kernel_agent.measure.relative import over_baseline, speedup_vs_json
+from kernel_agent.core.relative import over_baseline, speedup_vs_json
 
 
 @from_config

@@ -18,8 +18,8 @@ from kernel_agent.cli.run_arg import RUN, resolve_run_or_fail
 from kernel_agent.core.verdict import Status
 
 if TYPE_CHECKING:  # the database and measure modules load inside the commands
+    from kernel_agent.core.of_record import NumberOfRecord
     from kernel_agent.db.review_reads import CandidateRecord
-    from kernel_agent.measure.of_record import NumberOfRecord
 
 PAST = {"approve": "approved", "reject": "rejected"}
 ANSWERS = {

@@ -88,7 +88,7 @@ def _say(line: str) -> None:
     stderr.print(line, highlight=False)
 
 
-def _json(row) -> dict:  # noqa: ANN001 - tune.records.ConfigTime
+def _json(row) -> dict:  # noqa: ANN001 - core.tuning.ConfigTime
     from dataclasses import asdict
 
     data = asdict(row)

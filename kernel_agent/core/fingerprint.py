@@ -87,3 +87,8 @@ def fingerprint(device: str, threads: int) -> dict[str, Any]:
         "driver": driver(device),
         "clock_mhz": clock_mhz(device),
     }
+
+
+def environment_key(facts: dict[str, Any]) -> str:
+    """`fingerprint_key` from a stored environment (a verdict's `environment`)."""
+    return f"{facts.get('device_name')} | torch {facts.get('torch')} | {facts.get('threads')} threads"

@@ -21,12 +21,12 @@ from kernel_agent.core.certificate import (
     ShapeSpeedup,
     VerdictPart,
 )
+from kernel_agent.core.of_record import NumberOfRecord
+from kernel_agent.core.relative import REFERENCES, Relative, missing, speedups_vs
 from kernel_agent.db.models import CandidateRow, LLMCallRow, ProblemRow, RunRow
 from kernel_agent.db.review_reads import CandidateRecord, KernelRecord
 from kernel_agent.db.session import Database
 from kernel_agent.db.writes import sha256
-from kernel_agent.measure.of_record import NumberOfRecord
-from kernel_agent.measure.relative import REFERENCES, Relative, missing, speedups_vs
 
 CASE = re.compile(r"shape=\[([^\]]*)\] dtype=(\S+) inputs=(\S+)")
 NO_TEMPLATES = "the LLM call did not record its templates' hashes (recorded since issue 37)"
@@ -36,8 +36,8 @@ def against_torch(db: Database, c: CandidateRecord, number: NumberOfRecord) -> d
     """The number of record against torch eager and torch.compile on the device it was timed on (the stored
     reference points of its problem content and device fingerprint), each with its interval or the reason there
     is none."""
+    from kernel_agent.core.of_record import relative
     from kernel_agent.db.references import points_seen_by
-    from kernel_agent.measure.of_record import relative
 
     with db.session() as session:
         problem = session.get(ProblemRow, c.problem_id)

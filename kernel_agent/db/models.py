@@ -242,9 +242,9 @@ class TuningTimeRow(Base):
     variant_hash: Mapped[str] = mapped_column(String(64))  # sources.hash of the tuned variant (its default config)
     fingerprint: Mapped[str] = mapped_column(String(400))  # measure.profile.fingerprint_key: device, torch, threads
     dtype: Mapped[str] = mapped_column(String(20))
-    shape: Mapped[str] = mapped_column(String(200))  # tune.records.shape_key
-    config: Mapped[str] = mapped_column(String(400))  # tune.records.config_key
-    stage: Mapped[int] = mapped_column(Integer)  # tune.records.Stage: 1 screen, 2 confirm
+    shape: Mapped[str] = mapped_column(String(200))  # core.tuning.shape_key
+    config: Mapped[str] = mapped_column(String(400))  # core.tuning.config_key
+    stage: Mapped[int] = mapped_column(Integer)  # core.tuning.Stage: 1 screen, 2 confirm
     status: Mapped[str] = mapped_column(String(20))  # timed, or the verdict's status
     time_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     ci_low_ms: Mapped[float | None] = mapped_column(Float, nullable=True)

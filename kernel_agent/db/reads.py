@@ -8,6 +8,9 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from kernel_agent.core import fast_p
+from kernel_agent.core.of_record import NumberOfRecord, Reading, of_record, relative
+from kernel_agent.core.relative import speedup_vs_json
 from kernel_agent.core.verdict import Status
 from kernel_agent.db.models import (
     BASELINE,
@@ -23,9 +26,6 @@ from kernel_agent.db.models import (
 from kernel_agent.db.references import points_seen_by
 from kernel_agent.db.review_reads import KernelRecord, kernel_review, run_kernels
 from kernel_agent.db.session import Database
-from kernel_agent.measure import fast_p
-from kernel_agent.measure.of_record import NumberOfRecord, Reading, of_record, relative
-from kernel_agent.measure.relative import speedup_vs_json
 
 VERIFIED = (Status.FASTER.value, Status.CORRECT.value)  # what fast_p counts; a flagged candidate waits for a human
 

@@ -14,11 +14,11 @@ from typing import Any
 
 from sqlalchemy import select
 
+from kernel_agent.core.reference_point import Reference, ReferencePoint
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.db.models import ReferencePointRow, utcnow
 from kernel_agent.db.session import Database
 from kernel_agent.db.writes import insert_if_absent
-from kernel_agent.evaluate.references import Reference, ReferencePoint
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def store_point(
 
 def points_seen_by(db: Database, problem_hash: str, environment: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The points stored for the device a verdict ran on (its `environment`): what a run's views show."""
-    from kernel_agent.measure.profile import key_of
+    from kernel_agent.core.fingerprint import environment_key
 
-    found = stored_points(db, problem_hash, key_of(environment))
+    found = stored_points(db, problem_hash, environment_key(environment))
     return {kind.value: stored.point.to_json() for kind, stored in found.items()}

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from kernel_agent.core.of_record import NumberOfRecord, Reading, of_record
 from kernel_agent.core.verdict import Status
 from kernel_agent.db.models import (
     MEASUREMENTS,
@@ -27,7 +28,6 @@ from kernel_agent.db.models import (
     SourceRow,
 )
 from kernel_agent.db.session import Database, resolve_url
-from kernel_agent.measure.of_record import NumberOfRecord, Reading, of_record
 
 SHIPPABLE = ("faster", "flagged")
 
@@ -113,7 +113,7 @@ class KernelRecord:
         return next((c for c in self.candidates if c.id == self.best_candidate_id), None)
 
     def number_of(self, c: CandidateRecord) -> NumberOfRecord:
-        """The number of record of one of this kernel's candidates (measure/of_record.py): its newest evaluated
+        """The number of record of one of this kernel's candidates (core/of_record.py): its newest evaluated
         re-timing decides for it; the best's wide early look waits for one."""
         retimes = [
             Reading.stored(r.id, r)

@@ -10,10 +10,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
-from kernel_agent.db.models import TuningTimeRow, utcnow
-from kernel_agent.db.session import Database
-from kernel_agent.db.writes import insert_if_absent
-from kernel_agent.tune.records import (
+from kernel_agent.core.tuning import (
     ConfigTime,
     Stage,
     config_key,
@@ -21,6 +18,9 @@ from kernel_agent.tune.records import (
     parse_shape,
     shape_key,
 )
+from kernel_agent.db.models import TuningTimeRow, utcnow
+from kernel_agent.db.session import Database
+from kernel_agent.db.writes import insert_if_absent
 
 _KEY = ["problem_hash", "variant_hash", "fingerprint", "dtype", "shape", "config", "stage"]
 

@@ -17,12 +17,15 @@ import difflib
 import hashlib
 from dataclasses import asdict
 from datetime import datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from sqlalchemy import Table, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from kernel_agent.core.llm_call import LLMCall
+from kernel_agent.core.of_record import typical_ms
 from kernel_agent.core.text import clean
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.db.models import (
@@ -37,9 +40,6 @@ from kernel_agent.db.models import (
     utcnow,
 )
 from kernel_agent.db.session import Database
-from kernel_agent.measure.stats import typical_ms
-from kernel_agent.problem.load import Problem
-from kernel_agent.propose.base import LLMCall
 
 
 def sha256(text: str) -> str:
@@ -80,6 +80,22 @@ def put_source(session: Session, text: str) -> str:
     if session.get(SourceRow, digest) is None:
         insert_if_absent(session, SourceRow.__table__, {"hash": digest, "text": text}, ["hash"])
     return digest
+
+
+class Problem(Protocol):
+    """What the database keeps of a problem (`problem.load.Problem` is one): named here so that the
+    database imports no stage but `core`."""
+
+    name: str
+    kind: str
+    path: Path
+    device: str
+
+    @property
+    def reference_source(self) -> str: ...
+
+    @property
+    def baseline_source(self) -> str: ...
 
 
 def problem_hash(problem: Problem) -> str:

@@ -24,10 +24,10 @@ import jinja2
 
 from kernel_agent import cpp
 from kernel_agent.core.certificate import FILE_NAME, Bundle, Certificate, sha256_file
+from kernel_agent.core.relative import Relative
 from kernel_agent.evaluate.backends import get_backend
 from kernel_agent.export.runtime.dispatch import force_variable
 from kernel_agent.export.tuned import TunedTable
-from kernel_agent.measure.relative import Relative
 
 
 def module_literals(source: str, names: tuple[str, ...]) -> dict[str, Any]:

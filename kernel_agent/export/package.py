@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernel_agent.core.of_record import PENDING, NumberOfRecord
+from kernel_agent.core.relative import Relative
 from kernel_agent.core.verdict import Status
 from kernel_agent.db import review_reads as rq
 from kernel_agent.db.evidence import against_torch, certificate
@@ -23,8 +25,6 @@ from kernel_agent.evaluate.pipeline import EvalOptions
 from kernel_agent.export import files as files
 from kernel_agent.export.formats import Format
 from kernel_agent.export.tuned import TunedConfig, TunedTable
-from kernel_agent.measure.of_record import PENDING, NumberOfRecord
-from kernel_agent.measure.relative import Relative
 from kernel_agent.review.decisions import may_ship
 
 MARKER = ".kernel-agent-export"
@@ -216,10 +216,10 @@ def tuned_tables(db: Database, kernel: rq.KernelRecord, c: rq.CandidateRecord) -
     """The winner's per-shape config table on the device it was verified on, from the rows `kernel-agent tune`
     stored: its own source's rows, else the problem baseline's when the winner sets the same tunables (a search
     candidate is the baseline with other values). Its default is the winner's own config. None tuned: []."""
+    from kernel_agent.core.fingerprint import environment_key
     from kernel_agent.db.models import ProblemRow
     from kernel_agent.db.tuning import tuned_variants
     from kernel_agent.db.writes import sha256
-    from kernel_agent.measure.profile import key_of
     from kernel_agent.propose.tunables import TunableError, read_config
     from kernel_agent.select.table import tuned_configs
 
@@ -228,7 +228,7 @@ def tuned_tables(db: Database, kernel: rq.KernelRecord, c: rq.CandidateRecord) -
     with db.session() as session:
         problem = session.get(ProblemRow, c.problem_id)
         digest = problem.content_hash if problem is not None else ""
-    here = [k for k in tuned_variants(db, digest) if k.fingerprint == key_of(c.environment)] if digest else []
+    here = [k for k in tuned_variants(db, digest) if k.fingerprint == environment_key(c.environment)] if digest else []
     for variant in (sha256(c.source or ""), sha256(kernel.baseline_source)):
         key = next((k for k in here if k.variant_hash == variant), None)
         if key is None:
@@ -262,7 +262,7 @@ def _exported(
     reverified: str,
     vs: dict[str, Relative],
 ) -> files.ExportedKernel:
-    """The winner `c` as it ships, quoting its number of record (measure/of_record.py: its re-timing with every
+    """The winner `c` as it ships, quoting its number of record (core/of_record.py: its re-timing with every
     round once that superseded the early look); the source shipped is always `c`'s."""
     quoted = number.quoted
     return files.ExportedKernel(

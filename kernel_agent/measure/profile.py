@@ -204,14 +204,9 @@ def _bits(dtype: str) -> int | None:
 
 def fingerprint_key(device: str, threads: int | None = None) -> str:
     """The key ceilings are stored under: device name, torch version and thread count."""
-    from kernel_agent.core.fingerprint import fingerprint
+    from kernel_agent.core.fingerprint import environment_key, fingerprint
 
-    return key_of(fingerprint(device, threads if threads is not None else torch.get_num_threads()))
-
-
-def key_of(facts: dict[str, Any]) -> str:
-    """`fingerprint_key` from a stored environment (a verdict's `environment`)."""
-    return f"{facts.get('device_name')} | torch {facts.get('torch')} | {facts.get('threads')} threads"
+    return environment_key(fingerprint(device, threads if threads is not None else torch.get_num_threads()))
 
 
 def ceilings_to_dict(ceilings: Ceilings) -> dict[str, Any]:

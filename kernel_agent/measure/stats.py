@@ -140,24 +140,6 @@ def speedup_interval(
     return estimate
 
 
-def typical_ms(timing: dict | None, role: str) -> float | None:
-    """One time per side that agrees with the speedup: the geometric mean over benchmark shapes of
-    the per-shape medians (their ratio between the two sides of one A/B run is exactly the speedup).
-    A pooled median over shapes of different sizes would not be. A timing without per-shape
-    entries (a hand-made or very old record) falls back to its overall median."""
-    timing = timing or {}
-    per_shape = timing.get("per_shape") or []
-    values = [entry.get(f"{role}_median_ms") for entry in per_shape if isinstance(entry, dict)]
-    if not per_shape:
-        overall = (timing.get(role) or {}).get("median_ms")
-        values = [overall] if overall is not None else []
-    if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
-        return None
-    if len(values) == 1:
-        return float(values[0])  # exactly, not through exp(log())
-    return float(math.exp(sum(math.log(v) for v in values) / len(values)))
-
-
 def widen(point: float, low: float, high: float, systematic: float) -> tuple[float, float]:
     """Combine a statistical interval with a relative systematic uncertainty (log space, quadrature)."""
     term = math.log1p(systematic)

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kernel_agent.core.config import Device, ProfileWhen, ReferenceConfig
+from kernel_agent.core.of_record import typical_ms
 from kernel_agent.core.text import clean
 from kernel_agent.core.verdict import RefusalKind, Status, Verdict
 from kernel_agent.db.session import Database
 from kernel_agent.evaluate.pipeline import EvalOptions, run_device
 from kernel_agent.evaluate.references import references
-from kernel_agent.measure.stats import typical_ms
 from kernel_agent.optimize.budget import Budget
 from kernel_agent.optimize.config import BudgetLimits, SearchConfig
 from kernel_agent.optimize.executors.local import Executor, LocalExecutor

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernel_agent.core.config import Choice
+from kernel_agent.core.of_record import PENDING, NumberOfRecord, Reading, of_record, relative, stopped_early, typical_ms
+from kernel_agent.core.relative import Relative, speedups_vs
 from kernel_agent.core.verdict import Status, Verdict
-from kernel_agent.measure.of_record import PENDING, NumberOfRecord, Reading, of_record, relative, stopped_early
-from kernel_agent.measure.relative import Relative, speedups_vs
-from kernel_agent.measure.stats import typical_ms
 from kernel_agent.optimize.config import SearchConfig
 from kernel_agent.propose.base import Attempt
 
@@ -94,7 +93,7 @@ class KernelResult:
     references: dict[str, dict[str, Any]] = field(default_factory=dict)  # eager, compile -> ReferencePoint JSON
     record_candidate: int | None = None  # whose verdict gives speedup and times: the best, or its re-timing
     device: str = "auto"  # the device the run named for this kernel: auto, cpu or cuda
-    number: NumberOfRecord | None = None  # the best's number of record (measure/of_record.py): the speedup's source
+    number: NumberOfRecord | None = None  # the best's number of record (core/of_record.py): the speedup's source
 
     def speedup_vs(self) -> dict[str, Relative]:
         """The best's speedup against the baseline, torch eager and torch.compile (measure.relative)."""
@@ -267,7 +266,7 @@ class SearchState:
         self.retimes[best_id] = (candidate_id, verdict)
 
     def of_record(self, best_id: int) -> NumberOfRecord:
-        """The best's number of record (measure/of_record.py): its re-timing when that read `faster` too, else
+        """The best's number of record (core/of_record.py): its re-timing when that read `faster` too, else
         its own early look, which is withheld while too wide to quote and not yet re-timed."""
         verdict = self.accepted.get(best_id)
         own = reading(best_id, verdict) if verdict is not None else Reading(best_id, Status.FASTER.value, None)

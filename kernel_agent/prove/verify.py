@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from kernel_agent.core.certificate import Certificate, sha256_text
+from kernel_agent.core.fingerprint import environment_key
 from kernel_agent.core.text import clean
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.evaluate.context import EvalOptions
 from kernel_agent.export.files import unshipped
-from kernel_agent.measure.profile import key_of
 from kernel_agent.prove.loaded import Loaded, call_loaded
 from kernel_agent.prove.shipped import PackageError, Shipped, Variant, module_of
 
@@ -52,7 +52,7 @@ class Remeasured:
         """The same device name, torch version and thread count as the certified verdict (its fingerprint key)."""
         d = self.certificate.device
         certified = {"device_name": d.name, "torch": self.certificate.versions.get("torch"), "threads": d.threads}
-        return key_of(certified) == key_of(self.here)
+        return environment_key(certified) == environment_key(self.here)
 
     def speed_line(self) -> str:
         """How the re-measured speed stands beside the certified one, in words."""

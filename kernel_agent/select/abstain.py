@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from kernel_agent.core.tuning import Shape
 from kernel_agent.select.base import Pick, Selector
-from kernel_agent.tune.records import Shape
 
 Timer = Callable[[Shape, list[str]], dict[str, float]]  # shape, configs -> the times of those that ran
 K = 2  # configs timed when unsure

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kernel_agent.core.config import SelectorChoice
+from kernel_agent.core.tuning import Config
 from kernel_agent.problem.load import Problem
-from kernel_agent.tune.records import Config
 
 if TYPE_CHECKING:
     from kernel_agent.db.session import Database

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 
+from kernel_agent.core.tuning import Shape, parse_config
 from kernel_agent.select.base import Selector
 from kernel_agent.select.device import DeviceFacts
-from kernel_agent.tune.records import Shape, parse_config
 
 CPU_VECTOR = 8  # float32 lanes of one AVX2 register
 CPU_GHZ = 3.0

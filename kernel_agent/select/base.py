@@ -11,9 +11,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernel_agent.core.tuning import Shape
 from kernel_agent.select.device import DeviceFacts
 from kernel_agent.select.table import GroundTruth
-from kernel_agent.tune.records import Shape
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Context:
 
 @dataclass(frozen=True)
 class Pick:
-    config: str  # tune.records.config_key
+    config: str  # core.tuning.config_key
     confidence: float  # 0..1; the abstain rule times the top k below a threshold
     ranking: tuple[str, ...] = ()  # the pool, best predicted first
     timed: tuple[str, ...] = ()  # configs timed to decide (the abstain path), none for a pure prediction

@@ -3,8 +3,8 @@ kernel-agent did before per-shape selection)."""
 
 from __future__ import annotations
 
+from kernel_agent.core.tuning import Shape
 from kernel_agent.select.base import Selector
-from kernel_agent.tune.records import Shape
 
 
 class DefaultConfig(Selector):

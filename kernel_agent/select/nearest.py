@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
+from kernel_agent.core.tuning import Shape
 from kernel_agent.select.base import Selector
-from kernel_agent.tune.records import Shape
 
 AGREEMENT_SHAPES = 3  # confidence: on how many of the nearest shapes the pick is (nearly) the best
 AGREEMENT_TOLERANCE = 0.03

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
+from kernel_agent.core.tuning import Config, Shape, config_key, parse_config
 from kernel_agent.select import abstain
 from kernel_agent.select.abstain import Abstaining
 from kernel_agent.select.base import Selector
-from kernel_agent.tune.records import Config, Shape, config_key, parse_config
 
 
 def search_order(selector: Selector, shapes: list[Shape], limit: int | None = None) -> list[Config]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 import zlib
 
+from kernel_agent.core.tuning import Shape, parse_config
 from kernel_agent.select.base import Selector
-from kernel_agent.tune.records import Shape, parse_config
 
 LABEL_LEVELS = 30  # lambdarank's default label gains cover 0..30
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from kernel_agent.core.tuning import Config, Shape, config_key, parse_config
 from kernel_agent.problem.load import Problem
 from kernel_agent.propose.base import Attempt, ProposalContext
 from kernel_agent.propose.search import SearchProvider
 from kernel_agent.propose.tunables import read_config
 from kernel_agent.select.table import GroundTruth
-from kernel_agent.tune.records import Config, Shape, config_key, parse_config
 
 SAMPLES = 4  # candidates per round, optimize's default
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kernel_agent.core.tuning import Shape
 from kernel_agent.measure.stats import geometric_mean
 from kernel_agent.select.abstain import Abstaining
 from kernel_agent.select.base import Context, Pick, Selector
 from kernel_agent.select.table import GroundTruth
-from kernel_agent.tune.records import Shape
 
 TIE = 0.01  # within 1% of a time counts as equal (top-k hits, wins/ties/losses)
 BOOTSTRAP = 2000

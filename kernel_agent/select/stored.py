@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kernel_agent.core.tuning import ConfigTime
 from kernel_agent.db.session import Database
 from kernel_agent.db.tuning import VariantKey, stored_times
 from kernel_agent.problem.load import Problem
@@ -12,7 +13,6 @@ from kernel_agent.select.base import Context
 from kernel_agent.select.device import device_facts
 from kernel_agent.select.table import GroundTruth
 from kernel_agent.tune.ground_truth import default_config
-from kernel_agent.tune.records import ConfigTime
 from kernel_agent.tune.space import ShapeSets, shape_sets
 
 

@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kernel_agent.tune.records import Config, ConfigTime, Shape, TunedConfig, config_key, parse_config
+from kernel_agent.core.tuning import Config, ConfigTime, Shape, TunedConfig, config_key, parse_config
 
 if TYPE_CHECKING:
     from kernel_agent.db.session import Database

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kernel_agent.core.config import ProfileWhen
+from kernel_agent.core.tuning import TIMED, Config, ConfigTime, Shape, Stage, config_key, parse_config
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
 from kernel_agent.problem.load import Problem
 from kernel_agent.propose.tunables import TunableError, apply_config, read_config
-from kernel_agent.tune.records import TIMED, Config, ConfigTime, Shape, Stage, config_key, parse_config
 from kernel_agent.tune.space import configs
 
 SCREEN_SEEDS = 2  # cases per check shape in stage 1; stage 2 re-verifies its configs with the full plan

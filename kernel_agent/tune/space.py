@@ -10,8 +10,8 @@ import ast
 import itertools
 from dataclasses import dataclass
 
+from kernel_agent.core.tuning import Config, Shape
 from kernel_agent.problem.load import Problem
-from kernel_agent.tune.records import Config, Shape
 
 
 class SpaceError(ValueError):

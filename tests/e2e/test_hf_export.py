@@ -102,12 +102,12 @@ TUNED = {(1000, 1000): {"THREADS": 1, "ROW_BLOCK": 64}, (64, 8192): {"THREADS": 
 
 
 def store_tuning_rows(db: Path) -> None:
+    from kernel_agent.core.tuning import TIMED, ConfigTime, Stage
     from kernel_agent.db.session import open_database
     from kernel_agent.db.tuning import TuningStore, VariantKey
     from kernel_agent.db.writes import problem_hash, sha256
     from kernel_agent.measure.profile import fingerprint_key
     from kernel_agent.problem.load import load_problem
-    from kernel_agent.tune.records import TIMED, ConfigTime, Stage
     from kernel_agent.tune.space import configs
 
     problem = load_problem(EXAMPLES / "cpp_softmax")

@@ -69,3 +69,9 @@ def test_the_allowed_edges_have_no_cycle() -> None:
     for stage in rules:
         if stage not in state:
             visit(stage, [])
+
+
+def test_the_database_imports_core_records_only() -> None:
+    """Issue 34: no stage's internals reach the schema; widening DESIGN's line for `db` fails here too."""
+    assert allowed()["db"] == {"core"}
+    assert set(imports().get("db", {})) <= {"core"}, imports()["db"]

@@ -15,10 +15,10 @@ matplotlib.use("Agg")
 
 from matplotlib.figure import Figure  # noqa: E402 - after choosing the backend
 
+from kernel_agent.core.of_record import PENDING, NumberOfRecord  # noqa: E402
 from kernel_agent.core.verdict import Status
 from kernel_agent.db.models import BASELINE, MEASUREMENTS  # noqa: E402
 from kernel_agent.db.review_reads import CandidateRecord, KernelRecord  # noqa: E402
-from kernel_agent.measure.of_record import PENDING, NumberOfRecord  # noqa: E402
 
 STATUS_COLORS = {"faster": "#1a7f37", "flagged": "#bf8700", "correct": "#0969da"}
 

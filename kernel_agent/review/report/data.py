@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernel_agent.core.certificate import Certificate
+from kernel_agent.core.of_record import PENDING, NumberOfRecord
+from kernel_agent.core.relative import Relative, speedup_vs_json
 from kernel_agent.db.models import MEASUREMENTS
 from kernel_agent.db.reads import run_detail
 from kernel_agent.db.review_reads import CandidateRecord, KernelRecord, kernel_review, lineage, run_kernels
 from kernel_agent.db.session import Database
-from kernel_agent.measure.of_record import PENDING, NumberOfRecord
-from kernel_agent.measure.relative import Relative, speedup_vs_json
 from kernel_agent.review.report.charts import (
     e2e_chart,
     kernel_chart,
@@ -48,7 +48,7 @@ class KernelView:
     certificate: Certificate | None = None  # what export would ship with the best (db/evidence.py)
 
     def number_of(self, c: CandidateRecord) -> NumberOfRecord:
-        """A candidate's number of record: what its lineage entry and its row quote (measure/of_record.py)."""
+        """A candidate's number of record: what its lineage entry and its row quote (core/of_record.py)."""
         return self.record.number_of(c)
 
 

@@ -10,8 +10,8 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from kernel_agent import __version__
+from kernel_agent.core.of_record import NumberOfRecord
 from kernel_agent.db.session import Database
-from kernel_agent.measure.of_record import NumberOfRecord
 from kernel_agent.review.report.data import gather
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernel_agent.core.tuning import TIMED, ConfigTime, Stage, TunedConfig
 from kernel_agent.db.session import open_database
 from kernel_agent.db.tuning import TuningStore, VariantKey, stored_times, tuned_variants
 from kernel_agent.select.table import tuned_configs
-from kernel_agent.tune.records import TIMED, ConfigTime, Stage, TunedConfig
 
 KEY = VariantKey("mm", "p" * 64, "v" * 64, "cpu | torch x | 1 threads", "float32")
 

@@ -97,7 +97,7 @@ def test_a_compile_mode_point_runs_in_that_mode_and_matches_the_reference() -> N
 
 
 def test_extra_modes_stand_beside_eager_and_compile_in_speedup_vs() -> None:
-    from kernel_agent.measure.relative import Relative, speedups_vs
+    from kernel_agent.core.relative import Relative, speedups_vs
 
     point = {"kind": "compile:max-autotune-no-cudagraphs", "status": "faster", "speedup": 4.0, "ci": [3.5, 4.5]}
     shown = speedups_vs(Relative(2.0, (1.8, 2.2)), {"compile:max-autotune-no-cudagraphs": point})

@@ -21,11 +21,11 @@ from types import ModuleType
 import pytest
 import torch
 
+from kernel_agent.core.relative import Relative, missing
 from kernel_agent.export import files, hf_kernels
 from kernel_agent.export.package import losses
 from kernel_agent.export.runtime import tuned as runtime_tuned
 from kernel_agent.export.tuned import TunedConfig, TunedTable
-from kernel_agent.measure.relative import Relative, missing
 from unit.export.test_package_files import kernel as pip_kernel
 
 _names = itertools.count()

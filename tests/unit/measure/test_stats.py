@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from kernel_agent.measure.stats import PROCESS_EFFECT, Summary, calls_per_block, speedup_interval, typical_ms, widen
+from kernel_agent.core.of_record import typical_ms
+from kernel_agent.measure.stats import PROCESS_EFFECT, Summary, calls_per_block, speedup_interval, widen
 
 
 def rounds(ms: float, n_rounds: int = 12, per_round: int = 8, noise: float = 0.02, seed: int = 0) -> list[list[float]]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from conftest import EXAMPLES
 
 from kernel_agent.core.config import SelectorChoice
+from kernel_agent.core.tuning import TIMED, ConfigTime, Stage
 from kernel_agent.db.session import open_database
 from kernel_agent.db.tuning import TuningStore, VariantKey
 from kernel_agent.db.writes import problem_hash, sha256
@@ -19,7 +20,6 @@ from kernel_agent.propose.base import ProposalContext
 from kernel_agent.propose.search import SearchProvider
 from kernel_agent.propose.tunables import read_config
 from kernel_agent.select.advice import advise
-from kernel_agent.tune.records import TIMED, ConfigTime, Stage
 from kernel_agent.tune.space import configs
 
 PROBLEM = EXAMPLES / "tuning" / "cpp_tiled_matmul"  # benchmark shapes (256, 256, 256) and (8, 512, 512)

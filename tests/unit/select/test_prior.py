@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from conftest import EXAMPLES
 
+from kernel_agent.core.tuning import TIMED, ConfigTime, Stage
 from kernel_agent.problem.load import load_problem
 from kernel_agent.propose.base import ProposalContext
 from kernel_agent.propose.search import SearchProvider
@@ -13,7 +14,6 @@ from kernel_agent.select.nearest import NearestShape
 from kernel_agent.select.prior import decision, search_order
 from kernel_agent.select.replay import replay
 from kernel_agent.select.table import GroundTruth
-from kernel_agent.tune.records import TIMED, ConfigTime, Stage
 from kernel_agent.tune.space import configs
 
 from .test_score import CONTEXT, TRAIN, Unsure, table

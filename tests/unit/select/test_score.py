@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from kernel_agent.core.tuning import TIMED, ConfigTime, Stage, config_key
 from kernel_agent.select.abstain import Abstaining
 from kernel_agent.select.base import Context, Selector
 from kernel_agent.select.default import DefaultConfig
@@ -15,7 +16,6 @@ from kernel_agent.select.nearest import NearestShape
 from kernel_agent.select.ranker import Ranker, available
 from kernel_agent.select.score import LeakError, kendall_tau, score
 from kernel_agent.select.table import GroundTruth
-from kernel_agent.tune.records import TIMED, ConfigTime, Stage, config_key
 
 TILES = [4, 16, 64, 256]
 TRAIN = [(m, n) for m in (4, 16, 64, 256) for n in (8, 512)]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from kernel_agent.core.tuning import TIMED, ConfigTime, Stage, config_key
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.tune.ground_truth import TunePlan, confirm_plan, rows_of
-from kernel_agent.tune.records import TIMED, ConfigTime, Stage, config_key
 
 
 def screened(shape, tile, ms) -> ConfigTime:  # noqa: ANN001

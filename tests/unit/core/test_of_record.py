@@ -1,10 +1,10 @@
-"""The number of record (measure/of_record.py): which reading every view quotes for a candidate."""
+"""The number of record (core/of_record.py): which reading every view quotes for a candidate."""
 
 from __future__ import annotations
 
 import pytest
 
-from kernel_agent.measure.of_record import PENDING, Reading, of_record, relative
+from kernel_agent.core.of_record import PENDING, Reading, of_record, relative
 
 
 def early(speedup: float = 5.156, ci: tuple[float, float] = (1.8, 25.629), candidate: int = 3) -> Reading:

@@ -11,17 +11,35 @@ review and export each turn what they hold into `Reading`s.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kernel_agent.core.relative import Relative, missing, over_baseline
 from kernel_agent.core.verdict import Status
-from kernel_agent.measure.relative import Relative, missing, over_baseline
-from kernel_agent.measure.stats import typical_ms
 
 WIDE = 3.0  # an early look whose interval's upper end is more than this many times its lower end is not quoted
 PENDING = "re-timing"  # what a view says in place of a number it does not quote yet
 FASTER = Status.FASTER
+
+
+def typical_ms(timing: dict | None, role: str) -> float | None:
+    """One time per side that agrees with the speedup: the geometric mean over benchmark shapes of
+    the per-shape medians (their ratio between the two sides of one A/B run is exactly the speedup).
+    A pooled median over shapes of different sizes would not be. A timing without per-shape
+    entries (a hand-made or very old record) falls back to its overall median."""
+    timing = timing or {}
+    per_shape = timing.get("per_shape") or []
+    values = [entry.get(f"{role}_median_ms") for entry in per_shape if isinstance(entry, dict)]
+    if not per_shape:
+        overall = (timing.get(role) or {}).get("median_ms")
+        values = [overall] if overall is not None else []
+    if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+        return None
+    if len(values) == 1:
+        return float(values[0])  # exactly, not through exp(log())
+    return float(math.exp(sum(math.log(v) for v in values) / len(values)))
 
 
 def stopped_early(timing: dict[str, Any] | None) -> bool:
@@ -196,7 +214,7 @@ def of_record(variant: Reading, retimes: Iterable[Reading] = (), best: bool = Fa
 
 
 def relative(number: NumberOfRecord | None) -> Relative:
-    """A kernel's number of record as its speedup over the baseline (measure/relative.py: what the eager and
+    """A kernel's number of record as its speedup over the baseline (core/relative.py: what the eager and
     compile columns divide), or why there is none."""
     if number is None:
         return missing("no best candidate")

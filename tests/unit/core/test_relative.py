@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from kernel_agent.measure.relative import Relative, over_baseline, point_relative, speedup_vs_json, versus
+from kernel_agent.core.relative import Relative, over_baseline, point_relative, speedup_vs_json, versus
 
 
 def test_the_ratio_and_its_interval_take_the_far_ends() -> None:

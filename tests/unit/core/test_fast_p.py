@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from kernel_agent.measure.fast_p import fast_p, geomean, outcome, run_metrics
+from kernel_agent.core.fast_p import fast_p, geomean, outcome, run_metrics
 
 # Five kernels: (best verified speedup over the baseline, eager's and compile's speedups over the same baseline).
 RUN = [
