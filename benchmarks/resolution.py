@@ -53,7 +53,8 @@ def make_control(problem: str, workdir: Path, extra: float) -> Path:
     shutil.copytree(ROOT / "examples" / problem, target, ignore=shutil.ignore_patterns("candidates", "__pycache__"))
     if extra:  # the bundled kernel inlined (the baseline's sandbox sees its one file), renamed, then wrapped
         bundled = (ROOT / "examples" / problem / "kernel.py").read_text()
-        (target / "kernel.py").write_text(bundled.replace("def kernel(", "def _bundled_kernel(", 1) + WRAP.format(extra=extra))
+        wrapped = bundled.replace("def kernel(", "def _bundled_kernel(", 1) + WRAP.format(extra=extra)
+        (target / "kernel.py").write_text(wrapped)
     return target
 
 
@@ -62,7 +63,8 @@ def candidate_source(problem: str, twice: bool) -> str:
     bundled = (ROOT / "examples" / problem / "kernel.py").read_text()
     if not twice:
         return bundled
-    return bundled.replace("def kernel(", "def _once(", 1) + "\n\ndef kernel(*args):\n    _once(*args)\n    return _once(*args)\n"
+    twice_wrapper = "\n\ndef kernel(*args):\n    _once(*args)\n    return _once(*args)\n"
+    return bundled.replace("def kernel(", "def _once(", 1) + twice_wrapper
 
 
 def calibrate(problem_dir: Path, candidate: str, calls: int = 40) -> float:
@@ -167,8 +169,9 @@ def main() -> None:
         f"{tuple(round(x, 2) for x in load_before)}, after {tuple(round(x, 2) for x in load_after)}; "
         f"{(time.time() - began) / 60:.1f} min",
         "",
-        "| control | problem | in-process ratio | verdicts | FAST | SAME | AMBIGUOUS | SLOW | other | speedup median "
-        "[min, max] | median MDE | median +-half-width | ended by | median s per verdict (timing s) | load 1-min median |",
+        "| control | problem | in-process ratio | verdicts | FAST | SAME | AMBIGUOUS | SLOW | other "
+        "| speedup median [min, max] | median MDE | median +-half-width | ended by "
+        "| median s per verdict (timing s) | load 1-min median |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (label, problem), got in rows.items():
@@ -180,9 +183,7 @@ def main() -> None:
         halves = [math.sqrt(r["ci"][1] / r["ci"][0]) - 1 for r in got if r["ci"] and r["ci"][0] > 0]
         ended = Counter(r["ended_by"] for r in got)
         timing = [r["timing_s"] for r in got if r["timing_s"] is not None]
-        speed_text = (
-            f"{statistics.median(speeds):.3f} [{min(speeds):.3f}, {max(speeds):.3f}]" if speeds else "-"
-        )
+        speed_text = f"{statistics.median(speeds):.3f} [{min(speeds):.3f}, {max(speeds):.3f}]" if speeds else "-"
         lines.append(
             f"| {label} | {problem} | {calibration[(label, problem)]:.3f} | {n} | {wilson(classes['FAST'], n)} | "
             f"{wilson(classes['SAME'], n)} | {wilson(classes['AMBIGUOUS'], n)} | {wilson(classes['SLOW'], n)} | "
