@@ -4,6 +4,7 @@ of processes for a small gain (measure/confirmation.py), the roofline rows and t
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -107,9 +108,10 @@ def time_pairs(
     count: int,
 ) -> tuple[TimingResult, list[str]]:
     """`count` pairs of processes timed together, their rounds interleaved (ab_timing.measure_speedup). The
-    extra pairs start one after another (staggered: their heaps are laid out at different moments), each
-    process with the candidate's check history replayed, like the first baseline's. Every extra process is
-    closed here, whatever happens, its accounting kept under `pair<N>_*`."""
+    extra processes are launched together once the first pair is ready (after the candidate's checks: a
+    candidate that fails them costs no extra start), so the first pair started seconds before the others;
+    each is then made ready with the candidate's check history replayed, like the first baseline's. Every
+    extra process is closed here, whatever happens, its accounting kept under `pair<N>_*`."""
     baseline = pair.baseline
     assert baseline is not None
     extra: list[tuple[WorkerSession, WorkerSession]] = []
@@ -118,11 +120,13 @@ def time_pairs(
             baseline.load()
             verifier.replay(baseline, cases)
         job = timing_job(ctx, verifier, pair.candidate, baseline)  # refused before any extra process starts
-        for _ in range(count - 1):
+        started = time.monotonic()
+        for _ in range(count - 1):  # all launched at once: their interpreters' imports overlap (2 cores here)
             candidate, other = fresh(pair.candidate.spec), fresh(baseline.spec)
             extra.append((candidate, other))
             candidate.launch()
             other.launch()
+        for candidate, other in extra:  # then made ready one after another, each with the checks' history
             candidate.ready()
             candidate.load()
             verifier.replay(candidate, cases)  # the same process history as the first candidate's
@@ -131,7 +135,11 @@ def time_pairs(
                 other.load()
                 verifier.replay(other, cases)
         more = [timing_job(ctx, verifier, c, b) for c, b in extra]
-        return measure_speedup(job, more)
+        start_s = time.monotonic() - started
+        estimate, raised = measure_speedup(job, more)
+        if estimate.processes is not None:  # what the extra processes cost to start, beside what they measured
+            estimate = dataclasses.replace(estimate, processes={**estimate.processes, "start_s": round(start_s, 3)})
+        return estimate, raised
     finally:
         pair.close_baseline()
         for number, (candidate, other) in enumerate(extra, start=2):
