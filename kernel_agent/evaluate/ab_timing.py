@@ -314,7 +314,7 @@ def _measure(job: TimingJob, more: list[TimingJob], clock: Callable[[], float]) 
     for cycle in range(job.rounds):
         for offset in range(len(runs)):
             runs[(cycle + offset) % len(runs)].one_round()
-        seen = _look(job, runs, cycle + 1, clock() - began)
+        seen = _look(job, [run.records() for run in runs], cycle + 1, clock() - began)
         if seen is not None:
             ended = seen
             break
@@ -401,20 +401,23 @@ def _sandboxes_cpu(jobs: list[TimingJob]) -> int:
     return sum(side.cpu_ns() for job in jobs for side in (job.baseline, job.candidate))
 
 
-def _look(job: TimingJob, runs: list[PairRun], cycles: int, elapsed: float) -> Ending | None:
+def _look(job: TimingJob, pairs: list[PairRecords], cycles: int, elapsed: float) -> Ending | None:
     """What ends the timing after cycle `cycles` (every pair timed that many rounds); None to go on. The last
-    cycle is decided by the full 95% interval as with fixed rounds."""
+    cycle is decided by the full 95% interval as with fixed rounds.
+
+    One pair: the early looks of measure/sequential.py, as before issue 36. Several: a 99.9% look settles
+    FAST or SLOW (the union bound of sequential.py holds for FAST); the 95% interval ends it as SAME, or when
+    it is narrower than the target (half of it each side: `resolution` / 2); else the time budget does."""
     if not job.sequential or cycles >= job.rounds:
         return None
-    if len(runs) == 1:  # one pair: the early looks of measure/sequential.py, as before issue 36
+    if len(pairs) == 1:
         if cycles < job.min_rounds:
             return None
-        base, cand = runs[0].records().baseline, runs[0].records().candidate
+        base, cand = pairs[0].baseline, pairs[0].candidate
         early = look(point_speedup(base, cand), base, cand, job.min_gain)
         return Ending("settled", early) if early.settled else None
     if cycles < MIN_PAIR_ROUNDS:
         return None
-    pairs = [run.records() for run in runs]
     strict = processes.estimate(pairs, "99.9%")
     low, high = strict.ci
     if low > 1 + job.min_gain or high < 1 - job.min_gain:
