@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from kernel_agent.measure.processes import PairRecords, estimate, mde
-from kernel_agent.measure.speed_class import SpeedClass, classify
+from kernel_agent.measure.speed_class import SpeedClass, classify, label
 
 
 def pair(base_ms: float, cand_ms: float, seed: int, rounds: int = 6, spread: float = 0.01) -> PairRecords:
@@ -55,3 +55,10 @@ def test_the_classes_are_checked_fast_and_slow_first_then_same() -> None:
     assert classify((0.95, 0.97), 0.02, 0.03) is SpeedClass.SLOW
     assert classify((0.975, 1.025), 0.02, 0.03) is SpeedClass.SAME
     assert classify((0.99, 1.04), 0.02, 0.03) is SpeedClass.AMBIGUOUS  # past +3%, not past the bar at its low end
+
+
+def test_the_stored_class_is_read_back_and_a_verdict_timed_before_issue_36_has_none() -> None:
+    """`runs show` and the report read the class from the timing JSON; old verdicts carry no `resolution`."""
+    assert label({"resolution": {"class": "SAME", "words": "same speed within 3%"}}) == "SAME"
+    assert label({"speedup": 1.0, "stopping": {"rule": "fixed rounds"}}) is None
+    assert label({"resolution": {"class": "FASTEST"}}) is None and label(None) is None
