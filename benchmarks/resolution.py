@@ -155,6 +155,8 @@ def main() -> None:
                 "mde": res.get("mde"),
                 "ended_by": res.get("ended_by"),
                 "process_effect": timing.get("process_effect"),
+                "processes": timing.get("processes"),  # each pair's speedup, huge pages, start seconds
+                "cpu_per_wall": timing.get("cpu_per_wall"),
                 "wall": wall,
                 "timing_s": verdict.durations.get("timing"),
                 "load": os.getloadavg()[0],
