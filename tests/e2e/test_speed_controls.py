@@ -1,7 +1,7 @@
 """Controls with known answers through the real evaluation (issue 36): the bundled C++ softmax against itself
 (A/A) and against a candidate that runs it twice (2x slower), each timed on three pairs of processes. The
 answers hold on a loaded 2-core machine too: a 2x loss reads SLOW (0.30-0.62x under load 4 here), an honest
-copy never reads FAST (its interval straddles 1 or lies within +-3%). benchmarks/resolution.py runs the same
+copy never reads FAST (SAME, or AMBIGUOUS under load). benchmarks/resolution.py runs the same
 controls, with calibrated 3%, 5% and 10% gains, in numbers."""
 
 from __future__ import annotations
@@ -25,5 +25,4 @@ def test_a_candidate_doing_twice_the_work_reads_slow_and_an_honest_copy_never_fa
     copy = evaluate(load_problem(PROBLEM), BUNDLED, options)
     assert copy.status == "correct", copy.reason
     assert copy.timing["resolution"]["class"] in ("SAME", "AMBIGUOUS"), copy.reason
-    assert copy.speedup_ci[0] <= 1.02 <= copy.speedup_ci[1] or copy.timing["resolution"]["class"] == "SAME"
     assert copy.timing["processes"]["pairs"] == 3
