@@ -92,6 +92,11 @@ def calibrate(problem_dir: Path, candidate: str, calls: int = 40) -> float:
     return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
 
 
+def share_text(rows: list[dict]) -> str:
+    shares = [r["others_share"] for r in rows if r.get("others_share") is not None]
+    return f"{statistics.median(shares):.0%}" if shares else "-"
+
+
 def wilson(k: int, n: int) -> str:
     if n == 0:
         return "-"
@@ -157,6 +162,7 @@ def main() -> None:
                 "process_effect": timing.get("process_effect"),
                 "processes": timing.get("processes"),  # each pair's speedup, huge pages, start seconds
                 "cpu_per_wall": timing.get("cpu_per_wall"),
+                "others_share": (timing.get("contention") or {}).get("other"),  # of the timing cores' time
                 "wall": wall,
                 "timing_s": verdict.durations.get("timing"),
                 "load": os.getloadavg()[0],
@@ -173,8 +179,8 @@ def main() -> None:
         "",
         "| control | problem | in-process ratio | verdicts | FAST | SAME | AMBIGUOUS | SLOW | other "
         "| speedup median [min, max] | median MDE | median +-half-width | ended by "
-        "| median s per verdict (timing s) | load 1-min median |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| median s per verdict (timing s) | load 1-min median | others' share of the timing core, median |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (label, problem), got in rows.items():
         n = len(got)
@@ -192,7 +198,7 @@ def main() -> None:
             f"{other} | {speed_text} | {statistics.median(mdes):.3f} | "
             f"{statistics.median(halves):.3f} | {', '.join(f'{k} {v}' for k, v in ended.items())} | "
             f"{statistics.median(r['wall'] for r in got):.1f} ({statistics.median(timing) if timing else 0:.1f}) | "
-            f"{statistics.median(r['load'] for r in got):.2f} |"
+            f"{statistics.median(r['load'] for r in got):.2f} | {share_text(got)} |"
         )
     text = "\n".join(lines)
     print(text)
