@@ -106,6 +106,51 @@ def wilson(k: int, n: int) -> str:
     return f"{k}/{n} [{max(0, centre - half):.2f}, {min(1, centre + half):.2f}]"
 
 
+def table(header: str, rows: dict[tuple[str, str], list[dict]], calibration: dict) -> list[str]:
+    """The markdown table: per control, the classes with Wilson 95% intervals and the timing's own numbers."""
+    lines = [
+        header,
+        "",
+        "| control | problem | in-process ratio | verdicts | FAST | SAME | AMBIGUOUS | SLOW | other "
+        "| speedup median [min, max] | median MDE | median +-half-width | ended by "
+        "| median s per verdict (timing s) | load 1-min median | others' share of the timing core, median |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (label, problem), got in rows.items():
+        n = len(got)
+        classes = Counter(r["class"] for r in got)
+        other = n - sum(classes[k] for k in ("FAST", "SAME", "AMBIGUOUS", "SLOW"))
+        speeds = [r["speedup"] for r in got if r["speedup"]]
+        mdes = [r["mde"] for r in got if r["mde"] is not None]
+        halves = [math.sqrt(r["ci"][1] / r["ci"][0]) - 1 for r in got if r["ci"] and r["ci"][0] > 0]
+        ended = Counter(r["ended_by"] for r in got)
+        timing = [r["timing_s"] for r in got if r["timing_s"] is not None]
+        speed_text = f"{statistics.median(speeds):.3f} [{min(speeds):.3f}, {max(speeds):.3f}]" if speeds else "-"
+        ratio = calibration.get((label, problem))
+        lines.append(
+            f"| {label} | {problem} | {f'{ratio:.3f}' if ratio else '-'} | {n} | {wilson(classes['FAST'], n)} | "
+            f"{wilson(classes['SAME'], n)} | {wilson(classes['AMBIGUOUS'], n)} | {wilson(classes['SLOW'], n)} | "
+            f"{other} | {speed_text} | {statistics.median(mdes) if mdes else float('nan'):.3f} | "
+            f"{statistics.median(halves) if halves else float('nan'):.3f} | "
+            f"{', '.join(f'{k} {v}' for k, v in ended.items())} | "
+            f"{statistics.median(r['wall'] for r in got):.1f} ({statistics.median(timing) if timing else 0:.1f}) | "
+            f"{statistics.median(r['load'] for r in got):.2f} | {share_text(got)} |"
+        )
+    return lines
+
+
+def from_log(path: str) -> dict[tuple[str, str], list[dict]]:
+    """The rows of a run's log (one `CONTROL PROBLEM {json}` line per verdict): a run stopped early still counts."""
+    rows: dict[tuple[str, str], list[dict]] = {}
+    for line in Path(path).read_text().splitlines():
+        head, brace, rest = line.partition(" {")
+        if not brace or " " not in head:
+            continue
+        label, problem = head.rsplit(" ", 1)
+        rows.setdefault((label, problem), []).append(json.loads("{" + rest))
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--problems", default="cpp_softmax,torch_opchain")
@@ -117,7 +162,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--processes", type=int, default=None)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--table-from", default=None, help="print the table of an earlier run's log and stop")
     args = ap.parse_args()
+    if args.table_from:
+        print("\n".join(table(f"From {args.table_from}", from_log(args.table_from), {})))
+        return
 
     from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
     from kernel_agent.problem.load import load_problem
@@ -138,6 +187,7 @@ def main() -> None:
                 source = candidate_source(problem, twice)
                 controls.append((label, problem, folder, source, expected, count))
     calibration = {(c[0], c[1]): calibrate(c[2], c[3]) for c in controls}
+    print("calibration", json.dumps({f"{k[0]} | {k[1]}": v for k, v in calibration.items()}), flush=True)
     rows: dict[tuple[str, str], list[dict]] = {(c[0], c[1]): [] for c in controls}
     load_before = os.getloadavg()
     began = time.time()
@@ -171,35 +221,13 @@ def main() -> None:
             rows[(label, problem)].append(row)
             print(label, problem, json.dumps(row), flush=True)
     load_after = os.getloadavg()
-    lines = [
+    header = (
         f"Controls, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(began))}, {os.cpu_count()} cores, threads "
         f"{args.threads}, processes {args.processes or 'auto'}; load average (1, 5, 15 min) before "
         f"{tuple(round(x, 2) for x in load_before)}, after {tuple(round(x, 2) for x in load_after)}; "
-        f"{(time.time() - began) / 60:.1f} min",
-        "",
-        "| control | problem | in-process ratio | verdicts | FAST | SAME | AMBIGUOUS | SLOW | other "
-        "| speedup median [min, max] | median MDE | median +-half-width | ended by "
-        "| median s per verdict (timing s) | load 1-min median | others' share of the timing core, median |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for (label, problem), got in rows.items():
-        n = len(got)
-        classes = Counter(r["class"] for r in got)
-        other = n - sum(classes[k] for k in ("FAST", "SAME", "AMBIGUOUS", "SLOW"))
-        speeds = [r["speedup"] for r in got if r["speedup"]]
-        mdes = [r["mde"] for r in got if r["mde"] is not None]
-        halves = [math.sqrt(r["ci"][1] / r["ci"][0]) - 1 for r in got if r["ci"] and r["ci"][0] > 0]
-        ended = Counter(r["ended_by"] for r in got)
-        timing = [r["timing_s"] for r in got if r["timing_s"] is not None]
-        speed_text = f"{statistics.median(speeds):.3f} [{min(speeds):.3f}, {max(speeds):.3f}]" if speeds else "-"
-        lines.append(
-            f"| {label} | {problem} | {calibration[(label, problem)]:.3f} | {n} | {wilson(classes['FAST'], n)} | "
-            f"{wilson(classes['SAME'], n)} | {wilson(classes['AMBIGUOUS'], n)} | {wilson(classes['SLOW'], n)} | "
-            f"{other} | {speed_text} | {statistics.median(mdes):.3f} | "
-            f"{statistics.median(halves):.3f} | {', '.join(f'{k} {v}' for k, v in ended.items())} | "
-            f"{statistics.median(r['wall'] for r in got):.1f} ({statistics.median(timing) if timing else 0:.1f}) | "
-            f"{statistics.median(r['load'] for r in got):.2f} | {share_text(got)} |"
-        )
+        f"{(time.time() - began) / 60:.1f} min"
+    )
+    lines = table(header, rows, calibration)
     text = "\n".join(lines)
     print(text)
     if args.out:
