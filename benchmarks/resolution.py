@@ -161,6 +161,7 @@ def main() -> None:
     ap.add_argument("--slow", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--processes", type=int, default=None)
+    ap.add_argument("--timing-budget", type=float, default=None, help="seconds (default: EvalConfig's)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--table-from", default=None, help="print the table of an earlier run's log and stop")
     args = ap.parse_args()
@@ -196,7 +197,10 @@ def main() -> None:
         for label, problem, folder, source, _, count in controls:
             if index >= count:
                 continue
-            options = EvalOptions(sandbox_root=work / "sandbox", threads=args.threads, processes=args.processes)
+            budget = {"timing_budget": args.timing_budget} if args.timing_budget else {}
+            options = EvalOptions(
+                sandbox_root=work / "sandbox", threads=args.threads, processes=args.processes, **budget
+            )
             t = time.perf_counter()
             verdict = evaluate(load_problem(folder), source, options)
             wall = time.perf_counter() - t
@@ -223,7 +227,8 @@ def main() -> None:
     load_after = os.getloadavg()
     header = (
         f"Controls, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(began))}, {os.cpu_count()} cores, threads "
-        f"{args.threads}, processes {args.processes or 'auto'}; load average (1, 5, 15 min) before "
+        f"{args.threads}, processes {args.processes or 'auto'}, timing budget {args.timing_budget or 'default'} s; "
+        f"load average (1, 5, 15 min) before "
         f"{tuple(round(x, 2) for x in load_before)}, after {tuple(round(x, 2) for x in load_after)}; "
         f"{(time.time() - began) / 60:.1f} min"
     )
