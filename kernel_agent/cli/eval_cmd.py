@@ -70,6 +70,23 @@ def not_timed(verdict) -> str:
     return f"the candidate was not timed: {verdict.status}" + (f": {verdict.reason}" if verdict.reason else "")
 
 
+def speed_line(timing: dict | None) -> str:
+    """The four-way class, what the design could have shown and what ended the timing (issue 36); '' for a verdict
+    timed before it."""
+    res = (timing or {}).get("resolution") or {}
+    if not res.get("class"):
+        return ""
+    mde = res.get("mde")
+    shown = f"; smallest gain it could show (80% power): {mde:.1%}" if isinstance(mde, (int, float)) else ""
+    pairs = (timing or {}).get("processes") or {}
+    measured = (
+        f"; process effect {timing['process_effect']:.1%} measured over {pairs['pairs']} process pairs"
+        if pairs.get("pairs")
+        else f"; process effect {timing.get('process_effect', 0):.0%} assumed (one pair)"
+    )
+    return f"speed: {res['class']} ({res.get('words', '')}){shown}; ended by {res.get('ended_by')}{measured}"
+
+
 def render(verdict, speedup_vs: dict | None = None) -> None:
     colour = {"faster": "green", "correct": "cyan", "flagged": "yellow"}.get(verdict.status, "red")
     stdout.print(
@@ -89,6 +106,9 @@ def render(verdict, speedup_vs: dict | None = None) -> None:
             f"candidate {timing['candidate']['median_ms']:.4f} ms (medians, {timing.get('rounds')} rounds)",
             highlight=False,
         )
+        resolution_line = speed_line(timing)
+        if resolution_line:
+            stdout.print(resolution_line, highlight=False)
         for kind in ("eager", "compile"):
             entry = (speedup_vs or {}).get(kind) or {}
             if entry.get("value") is not None:

@@ -43,6 +43,20 @@ def list_command(db: str = opt.DB, json_output: bool = opt.JSON) -> None:
     stdout.print(table)
 
 
+def speed_classes(database, run_id: int) -> list[dict[str, int]]:
+    """Per kernel of the run (in run_detail's order), how many of its timed candidates read each speed class;
+    empty for verdicts stored before issue 36."""
+    from collections import Counter
+
+    from kernel_agent.db.review_reads import run_kernels
+    from kernel_agent.measure.speed_class import label
+
+    return [
+        dict(Counter(c for c in (label(cand.verdict.get("timing")) for cand in k.candidates) if c))
+        for k in run_kernels(database, run_id)
+    ]
+
+
 @app.command("show")
 def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON) -> None:
     """One run: per kernel, its status, baseline and best times, speedup and candidate counts by status, then each
@@ -52,9 +66,12 @@ def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON)
     from kernel_agent.db.reads import run_detail
 
     database = opt.open_db(db)
-    detail = run_detail(database, resolve_run_or_fail(database, run))
+    run_id = resolve_run_or_fail(database, run)
+    detail = run_detail(database, run_id)
     if detail is None:
         fail(f"no run {run} in this database; `kernel-agent runs list` shows the runs")
+    for kernel, classes in zip(detail["kernels"], speed_classes(database, run_id)):
+        kernel["speed_classes"] = classes  # issue 36: SAME, SLOW, AMBIGUOUS beside `correct`
     if json_output:
         sys.stdout.write(json.dumps(detail) + "\n")
         return
@@ -92,7 +109,12 @@ def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON)
             record_cell(k),
             *reference_cells(k["speedup_vs"]),
             str(k["best_candidate"] or "-"),
-            ", ".join(f"{s} {n}" for s, n in sorted(k["statuses"].items())),
+            ", ".join(f"{s} {n}" for s, n in sorted(k["statuses"].items()))
+            + (
+                f" ({', '.join(f'{c} {n}' for c, n in sorted(k['speed_classes'].items()))})"
+                if k["speed_classes"]
+                else ""
+            ),
         )
     stdout.print(table)
     print_metrics(stdout, detail["metrics"])

@@ -198,6 +198,16 @@ class EvalConfig:
         help="Stop the A/B timing once a stricter look settles the verdict (after 4 rounds at the least); "
         "--fixed-rounds times every round.",
     )
+    resolution: float | None = option(
+        None,
+        above=0,
+        help="Time until the speedup's 95% interval is this narrow each side (0.03: +-3%), or the verdict is "
+        "settled, or --timing-budget is spent (default: 0.03 on a CPU, 0.01 on a GPU). Also the band within "
+        "which a correct candidate reads SAME speed.",
+    )
+    timing_budget: float = option(
+        8.0, above=0, help="Seconds of A/B timing per verdict before it stops short of --resolution."
+    )
     isolation: IsolationLevel = option(
         IsolationLevel.AUTO, help="Sandbox isolation: auto (the strongest available), bwrap, unshare or process."
     )

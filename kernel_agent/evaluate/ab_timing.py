@@ -30,9 +30,11 @@ import math
 import os
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,10 +45,21 @@ from kernel_agent.evaluate.compare import Comparison
 from kernel_agent.evaluate.sandbox.groups import timing_cpus
 from kernel_agent.evaluate.sandbox.session import Timed, WorkerFailure, WorkerSession
 from kernel_agent.evaluate.sandbox.shm import ExpectedOutput, aligned_bytes
+from kernel_agent.measure import processes
 from kernel_agent.measure.contention import Contention, CoreTimes, contention, core_times
-from kernel_agent.measure.sequential import LOOK_LEVEL, MIN_ROUNDS, Look, look
-from kernel_agent.measure.stats import PROCESS_EFFECT, calls_per_block, point_speedup, speedup_interval
-from kernel_agent.measure.timing_result import ShapeTiming, TimingResult
+from kernel_agent.measure.processes import PairRecords, mde
+from kernel_agent.measure.sequential import LOOK_LEVEL, MIN_ROUNDS, Look, Settled, look
+from kernel_agent.measure.speed_class import SpeedClass, classify
+from kernel_agent.measure.stats import (
+    PROCESS_EFFECT,
+    Summary,
+    calls_per_block,
+    geometric_mean,
+    percentile,
+    point_speedup,
+    speedup_interval,
+)
+from kernel_agent.measure.timing_result import Resolution, ShapeTiming, TimingResult
 from kernel_agent.problem.footprint import POOL_BYTES  # beyond it, each timed call draws its own inputs
 from kernel_agent.problem.oracle import CaseMaker, fresh_seed
 
@@ -72,6 +85,7 @@ CORES = os.cpu_count() or 1
 PINGS_PER_BLOCK = 2  # the baseline's pings before each block of each config: the floor under the records
 PING_QUANTILE = 0.1  # ...taken at their low end: a candidate's own request cannot cost less
 WARMUP_CALLS = 3
+MIN_PAIR_ROUNDS = 2  # several pairs: rounds of each before the first look (the audit then samples 2 x pairs blocks)
 WARMUP_SECONDS = 0.03
 
 
@@ -102,6 +116,8 @@ class TimingJob:
     min_rounds: int = MIN_ROUNDS
     enforce_work_budget: bool = True  # False for trusted references: their excess work is recorded, not refused
     draw_on: str = "cpu"  # where timed inputs are drawn: "cuda" on the device data path (DESIGN.md section 18)
+    resolution: float = 0.03  # several pairs: stop once the 95% interval is this narrow (half of it each side)
+    budget_s: float = 8.0  # several pairs: stop once timing has taken this long (seconds)
 
 
 @dataclass
@@ -115,11 +131,14 @@ class Samples:
         return [t for block in self.calls[config] for t in block]
 
 
-def measure_speedup(job: TimingJob) -> tuple[TimingResult, list[str]]:
+def measure_speedup(
+    job: TimingJob, more: list[TimingJob] | None = None, clock: Callable[[], float] = time.monotonic
+) -> tuple[TimingResult, list[str]]:
+    """The A/B timing of `job`'s pair of processes, and of `more` pairs (the same job on other processes)."""
     # This process stays single-threaded while blocks are timed: idle OpenMP threads spin after
     # each parallel region and would steal cores from whichever side is timed next.
     with _single_threaded():
-        return _measure(job)
+        return _measure(job, list(more or []), clock)
 
 
 _THREADS_LOCK = threading.Lock()
@@ -233,45 +252,84 @@ class InputPlan:
         return {(r, i) for r in range(rounds) for i in self.rng.sample(range(per_block), count)}
 
 
-def _measure(job: TimingJob) -> tuple[TimingResult, list[str]]:
-    """Rounds of requests interleaved one by one: the baseline and the candidate take turns on the
-    same input sets, the side that goes first swapping every request. Load, frequency and cache
-    effects that drift over a block (the side timed second in a block of blocks ran about 5% faster
-    here) then fall on both sides alike."""
-    rng = secrets.SystemRandom()
-    shapes = _warm_up(job)
-    plans = [InputPlan(job, config, shape, rng) for config, shape in zip(job.configs, shapes)]
-    for plan in plans:  # every layout staged on both sides before the first timed input is placed
-        for role, side in (("baseline", job.baseline), ("candidate", job.candidate)):
-            with _failures_of(role):
-                side.stage([plan.first or plan.draw()] * plan.shape.calls)
-    cores = timing_cpus(job.threads) if job.device == "cpu" else None
-    watched = _sandboxes_cpu(job), core_times(cores)
-    picks = [plan.audit_picks(job.rounds) for plan in plans]
-    samples = {
-        "baseline": Samples([[] for _ in job.configs], [[] for _ in job.configs]),
-        "candidate": Samples([[] for _ in job.configs]),
-    }
-    audited = 0
-    for round_index in range(job.rounds):
-        round_sets = [plan.round() for plan in plans]
-        for c, plan in enumerate(plans):
+class PairRun:
+    """One baseline process against one candidate process: warmed up and staged at construction, then timed a
+    round at a time (`one_round`), so that several pairs can take turns round by round (issue 36)."""
+
+    def __init__(self, job: TimingJob, rng: secrets.SystemRandom) -> None:
+        self.job = job
+        self.shapes = _warm_up(job)
+        self.plans = [InputPlan(job, config, shape, rng) for config, shape in zip(job.configs, self.shapes)]
+        for plan in self.plans:  # every layout staged on both sides before the first timed input is placed
+            for role, side in (("baseline", job.baseline), ("candidate", job.candidate)):
+                with _failures_of(role):
+                    side.stage([plan.first or plan.draw()] * plan.shape.calls)
+        self.picks = [plan.audit_picks(job.rounds) for plan in self.plans]
+        self.samples = {
+            "baseline": Samples([[] for _ in job.configs], [[] for _ in job.configs]),
+            "candidate": Samples([[] for _ in job.configs]),
+        }
+        self.audited = 0
+        self.done = 0
+
+    def one_round(self) -> None:
+        """Rounds of requests interleaved one by one: the baseline and the candidate take turns on the
+        same input sets, the side that goes first swapping every request. Load, frequency and cache
+        effects that drift over a block (the side timed second in a block of blocks ran about 5% faster
+        here) then fall on both sides alike."""
+        job, samples, round_index = self.job, self.samples, self.done
+        round_sets = [plan.round() for plan in self.plans]
+        for c, plan in enumerate(self.plans):
             with _failures_of("baseline"):  # the floor under every record: what the least request costs
                 samples["baseline"].pings[c] += [job.baseline.ping() for _ in range(PINGS_PER_BLOCK)]
-            blocks, fetched = _one_block(job, plan, round_index, round_sets[c], picks[c], audited)
+            blocks, fetched = _one_block(job, plan, round_index, round_sets[c], self.picks[c], self.audited)
             for role, block in blocks.items():
                 samples[role].calls[c].append(block)
-            _check_audits(job, fetched, job.configs[c][1], audited)
-            audited += len(fetched)
-        del round_sets
-        stop = _early_look(job, samples, round_index + 1)
-        if stop is not None:
+            _check_audits(job, fetched, job.configs[c][1], self.audited)
+            self.audited += len(fetched)
+        self.done += 1
+
+    def records(self) -> PairRecords:
+        per_side, _ = _records(self.job, self.samples)
+        return PairRecords(per_side["baseline"], per_side["candidate"])
+
+    @property
+    def inputs(self) -> list[str]:
+        return [
+            "drawn per round, the same for both sides" if plan.shared else "drawn per call, for each side"
+            for plan in self.plans
+        ]
+
+
+def _measure(job: TimingJob, more: list[TimingJob], clock: Callable[[], float]) -> tuple[TimingResult, list[str]]:
+    """One pair (`job`) or several (`more` besides): every pair warmed up and staged first, then rounds taken
+    pair after pair, the order rotating each cycle, until the stopping rule ends it (`_look`)."""
+    rng = secrets.SystemRandom()
+    jobs = [job, *more]
+    runs = [PairRun(j, rng) for j in jobs]
+    cores = timing_cpus(job.threads) if job.device == "cpu" else None
+    watched = _sandboxes_cpu(jobs), core_times(cores)
+    began = clock()
+    ended = Ending("rounds", None)
+    for cycle in range(job.rounds):
+        for offset in range(len(runs)):
+            runs[(cycle + offset) % len(runs)].one_round()
+        seen = _look(job, [run.records() for run in runs], cycle + 1, clock() - began)
+        if seen is not None:
+            ended = seen
             break
-    inputs = [
-        "drawn per round, the same for both sides" if plan.shared else "drawn per call, for each side" for plan in plans
-    ]
-    busy = _contention(job, watched, cores)
-    return _summarize(job, samples, shapes, audited, inputs, stop, busy)
+    busy = _contention(job, jobs, watched, cores)
+    return _summarize(job, runs, ended, busy)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What ended the timing: `settled` (an early look decided it), `same` (the interval fell inside
+    +-resolution), `resolution` (the interval became narrower than the target), `budget` (the time per verdict
+    was spent) or `rounds` (every pair timed its most rounds); and the early look's own record, if any."""
+
+    by: str
+    look: Look | None
 
 
 Fetched = list[tuple[list[torch.Tensor], list[torch.Tensor]]]  # audited calls: their inputs and outputs read
@@ -308,17 +366,21 @@ def _one_block(
     return blocks, fetched
 
 
-def _contention(job: TimingJob, watched: tuple[int, CoreTimes], cores: set[int] | None) -> Contention | None:
+def _contention(
+    job: TimingJob, jobs: list[TimingJob], watched: tuple[int, CoreTimes], cores: set[int] | None
+) -> Contention | None:
     """On the CPU, others on the timing cores make any number noise: the timing is refused, with the share.
-    On the device path, another process on the GPU does the same (DESIGN.md section 18)."""
+    Every pair's sandboxes are ours. On the device path, another process on the GPU does the same (DESIGN.md
+    section 18)."""
     if job.device != "cpu":
         exchange = getattr(job.candidate, "exchange", None)  # a DeviceWorkerSession's
         if exchange is not None:
-            busy_device = exchange.busy({os.getpid(), *job.candidate.members(), *job.baseline.members()})
+            members = {m for j in jobs for side in (j.candidate, j.baseline) for m in side.members()}
+            busy_device = exchange.busy({os.getpid(), *members})
             if busy_device:
                 raise TimingFailure(Status.CORRECT, busy_device, Refusal(RefusalKind.BUSY))
         return None
-    busy = contention(watched[1], core_times(cores), _sandboxes_cpu(job) - watched[0], len(cores or ()) or CORES)
+    busy = contention(watched[1], core_times(cores), _sandboxes_cpu(jobs) - watched[0], len(cores or ()) or CORES)
     refused = busy.refusal()
     if refused:
         raise TimingFailure(
@@ -334,19 +396,42 @@ def _audit_inputs(side: WorkerSession, timed: Timed, call: int, inputs: list[tor
         raise WorkerFailure(Status.INCORRECT, f"audited timed call {number} modified its input {changed[0]}")
 
 
-def _sandboxes_cpu(job: TimingJob) -> int:
-    """Both sandboxes' CPU so far (ns), read while they are frozen."""
-    return sum(side.cpu_ns() for side in (job.baseline, job.candidate))
+def _sandboxes_cpu(jobs: list[TimingJob]) -> int:
+    """Every pair's sandboxes' CPU so far (ns), read while they are frozen."""
+    return sum(side.cpu_ns() for job in jobs for side in (job.baseline, job.candidate))
 
 
-def _early_look(job: TimingJob, samples: dict[str, Samples], done: int) -> Look | None:
-    """The look after round `done` when it settles the decision early; None to go on (or at the last round,
-    which is decided by the full 95% interval as with fixed rounds)."""
-    if not job.sequential or done < job.min_rounds or done >= job.rounds:
+def _look(job: TimingJob, pairs: list[PairRecords], cycles: int, elapsed: float) -> Ending | None:
+    """What ends the timing after cycle `cycles` (every pair timed that many rounds); None to go on. The last
+    cycle is decided by the full 95% interval as with fixed rounds.
+
+    One pair: the early looks of measure/sequential.py, as before issue 36. Several: a 99.9% look settles
+    FAST or SLOW (the union bound of sequential.py holds for FAST); the 95% interval ends it as SAME, or when
+    it is narrower than the target (half of it each side: `resolution` / 2); else the time budget does."""
+    if not job.sequential or cycles >= job.rounds:
         return None
-    per_side, _ = _records(job, samples)
-    early = look(point_speedup(per_side["baseline"], per_side["candidate"]), *per_side.values(), job.min_gain)
-    return early if early.settled else None
+    if len(pairs) == 1:
+        if cycles < job.min_rounds:
+            return None
+        base, cand = pairs[0].baseline, pairs[0].candidate
+        early = look(point_speedup(base, cand), base, cand, job.min_gain)
+        return Ending("settled", early) if early.settled else None
+    if cycles < MIN_PAIR_ROUNDS:
+        return None
+    strict = processes.estimate(pairs, "99.9%")
+    low, high = strict.ci
+    if low > 1 + job.min_gain or high < 1 - job.min_gain:
+        settled = Settled.FASTER if low > 1 + job.min_gain else Settled.NOT_FASTER
+        early = Look(sum(p.rounds for p in pairs), strict.speedup, strict.ci, strict.ci, settled)
+        return Ending("settled", early)
+    final = processes.estimate(pairs)
+    if classify(final.ci, job.min_gain, job.resolution) is SpeedClass.SAME:
+        return Ending("same", None)
+    if final.half_width <= job.resolution / 2:
+        return Ending("resolution", None)
+    if elapsed >= job.budget_s:
+        return Ending("budget", None)
+    return None
 
 
 def _check_audits(job: TimingJob, fetched: list[tuple[list, list]], dtype: str, before: int) -> None:
@@ -472,41 +557,37 @@ def _records(job: TimingJob, samples: dict[str, Samples]) -> tuple[dict[str, lis
 
 
 def _summarize(
-    job: TimingJob,
-    samples: dict[str, Samples],
-    shapes: list[Shape],
-    audited: int,
-    inputs: list[str],
-    stop: Look | None,
-    busy: Contention | None = None,
+    job: TimingJob, runs: list[PairRun], ended: Ending, busy: Contention | None = None
 ) -> tuple[TimingResult, list[str]]:
-    over_budget = _work_rules(job, samples)
+    over_budget = None
     flags: list[str] = []
-    for c in range(len(job.configs)):
-        reason = timer_mismatch(samples["candidate"].flat(c), samples["baseline"].flat(c), job.device)
-        if reason:
-            raise TimingFailure(Status.REJECTED, reason)
-    per_side, bounds = _records(job, samples)
+    for run in runs:  # every candidate process is held to the rules against its own baseline
+        over_budget = over_budget or _work_rules(run.job, run.samples)
+        for c in range(len(job.configs)):
+            reason = timer_mismatch(run.samples["candidate"].flat(c), run.samples["baseline"].flat(c), job.device)
+            if reason:
+                raise TimingFailure(Status.REJECTED, reason)
+        if job.device == "cuda":
+            flags += _cross_check(run.samples, len(job.configs))
     if job.device == "cuda":
-        flags += _cross_check(samples, len(job.configs))
         exchange = getattr(job.candidate, "exchange", None)  # the device path's: throttling is a flag
         flags += exchange.flags() if exchange is not None else []
-    estimate = speedup_interval(per_side["baseline"], per_side["candidate"])
-    # An early stop is decided, and reported, by the stricter interval of its look.
-    ci = tuple(stop.ci) if stop is not None else (estimate.ci_low, estimate.ci_high)
+    interval = _one_pair(runs[0], ended) if len(runs) == 1 else _over_pairs(runs, ended)
+    first = runs[0]
+    per_shape = interval.per_shape
     result = TimingResult(
-        speedup=estimate.speedup,
-        speedup_ci=ci,
-        ci_level=f"{LOOK_LEVEL:.1%} sequential" if stop is not None else "95%",
-        statistical_ci=tuple(stop.statistical_ci if stop is not None else estimate.statistical_ci),
-        process_effect=PROCESS_EFFECT,
-        baseline=estimate.baseline,
-        candidate=estimate.candidate,
-        rounds=estimate.rounds,
-        max_rounds=job.rounds,
-        stopping=_stopping(job, stop),
-        calls_per_block=[shape.per_block for shape in shapes],
-        calls_per_request=[shape.calls for shape in shapes],
+        speedup=interval.speedup,
+        speedup_ci=interval.ci,
+        ci_level=interval.level,
+        statistical_ci=interval.statistical_ci,
+        process_effect=interval.process_effect,
+        baseline=interval.baseline,
+        candidate=interval.candidate,
+        rounds=sum(run.done for run in runs),
+        max_rounds=job.rounds * len(runs),
+        stopping=_stopping(job, ended, len(runs)),
+        calls_per_block=[shape.per_block for shape in first.shapes],
+        calls_per_request=[shape.calls for shape in first.shapes],
         per_shape=[
             ShapeTiming(
                 shape=tuple(shape),
@@ -518,27 +599,157 @@ def _summarize(
                 baseline_p20_ms=ps["baseline_p20_ms"],
                 candidate_p80_ms=ps["candidate_p80_ms"],
             )
-            for (shape, dtype), ps in zip(job.configs, estimate.per_shape)
+            for (shape, dtype), ps in zip(job.configs, per_shape)
         ],
-        audited_calls=audited,
-        record_floor_ms=bounds,
-        timed_inputs=inputs,
+        audited_calls=sum(run.audited for run in runs),
+        record_floor_ms=_records(job, first.samples)[1],
+        timed_inputs=first.inputs,
         clock=("cuda events" if job.device == "cuda" else "worker perf_counter_ns")
         + ", bounded below by the orchestrator's clock per request less the floor of the baseline's pings",
         threads=job.threads,
         work_budget_exceeded=over_budget,
         contention=busy.to_json() if busy is not None else None,
         accounting={"baseline": job.baseline.accounting.to_json(), "candidate": job.candidate.accounting.to_json()},
+        resolution=Resolution(
+            target=job.resolution,
+            half_width=interval.half_width,
+            mde=mde(interval.se, interval.df, job.min_gain),
+            ended_by=ended.by,
+            budget_s=job.budget_s,
+        ).to_json(),
+        processes=interval.processes,
+        cpu_per_wall=cpu_per_wall(runs),
     )
     return result, flags
 
 
-def _stopping(job: TimingJob, stop: Look | None) -> dict[str, Any]:
-    if not job.sequential or job.rounds <= job.min_rounds:
-        return {"rule": "fixed rounds"}
-    if stop is None:
-        return {"rule": "sequential", "settled_early": False, "min_rounds": job.min_rounds}
-    return {"rule": "sequential", "settled_early": True, "min_rounds": job.min_rounds, "look": stop.to_json()}
+@dataclass(frozen=True)
+class Interval:
+    """The speedup, its interval and the numbers each kind of timing (one pair, several) gives the record."""
+
+    speedup: float
+    ci: tuple[float, float]
+    level: str
+    statistical_ci: tuple[float, float]
+    process_effect: float
+    baseline: Summary
+    candidate: Summary
+    per_shape: list[dict[str, float]]
+    se: float  # of the log speedup: the MDE's scale
+    df: int
+    processes: dict[str, Any] | None = None
+
+    @property
+    def half_width(self) -> float:
+        low, high = self.ci
+        return math.expm1(math.log(high / low) / 2) if low > 0 and math.isfinite(high) else math.inf
+
+
+def _one_pair(run: PairRun, ended: Ending) -> Interval:
+    """One pair: the round bootstrap widened by the fixed between-process term (large problems, or `processes`
+    set to 1); an early stop is decided, and reported, by the stricter interval of its look."""
+    pair = run.records()
+    estimate = speedup_interval(pair.baseline, pair.candidate)
+    stop = ended.look
+    ci = tuple(stop.ci) if stop is not None else (estimate.ci_low, estimate.ci_high)
+    # the normal-theory scale of the widened 95% interval (not of a look's 99.9%): what the MDE reads
+    se = math.log(estimate.ci_high / estimate.ci_low) / (2 * 1.96) if estimate.ci_low > 0 else math.inf
+    return Interval(
+        speedup=estimate.speedup,
+        ci=ci,  # type: ignore[arg-type]
+        level=f"{LOOK_LEVEL:.1%} sequential" if stop is not None else "95%",
+        statistical_ci=tuple(stop.statistical_ci if stop is not None else estimate.statistical_ci),  # type: ignore[arg-type]
+        process_effect=PROCESS_EFFECT,
+        baseline=estimate.baseline,
+        candidate=estimate.candidate,
+        per_shape=estimate.per_shape,
+        se=se,
+        df=120,
+    )
+
+
+def _over_pairs(runs: list[PairRun], ended: Ending) -> Interval:
+    """Several pairs: the t interval over pairs (measure/processes.py), the process effect measured."""
+    pairs = [run.records() for run in runs]
+    est = processes.estimate(pairs)
+    stop = ended.look
+    ci = tuple(stop.ci) if stop is not None else est.ci
+    t = processes.t_quantile(est.df, processes.LEVELS["95%"])
+    center = math.log(est.speedup)
+    rounds_only = (math.exp(center - t * est.within_se), math.exp(center + t * est.within_se))
+    every = [s for p in pairs for shape in p.baseline for r in shape for s in r]
+    every_cand = [s for p in pairs for shape in p.candidate for r in shape for s in r]
+    per_shape = []
+    for s in range(len(pairs[0].baseline)):
+        base = [np.median(np.concatenate(p.baseline[s])) for p in pairs]
+        cand = [np.median(np.concatenate(p.candidate[s])) for p in pairs]
+        logs = np.log(np.asarray(base) / np.asarray(cand))
+        half = t * float(np.std(logs, ddof=1)) / math.sqrt(len(logs))
+        per_shape.append(
+            {
+                "speedup": float(np.exp(logs.mean())),
+                "baseline_median_ms": geometric_mean(base),
+                "candidate_median_ms": geometric_mean(cand),
+                "speedup_ci": [float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))],
+                "baseline_p20_ms": percentile([r for p in pairs for r in p.baseline[s]], 20),
+                "candidate_p80_ms": percentile([r for p in pairs for r in p.candidate[s]], 80),
+            }
+        )
+    return Interval(
+        speedup=est.speedup,
+        ci=ci,  # type: ignore[arg-type]
+        level=f"{LOOK_LEVEL:.1%} sequential over {len(pairs)} process pairs"
+        if stop is not None
+        else f"95% over {len(pairs)} process pairs",
+        statistical_ci=rounds_only,
+        process_effect=est.process_effect,
+        baseline=Summary.of(every),
+        candidate=Summary.of(every_cand),
+        per_shape=per_shape,
+        se=est.se,
+        df=est.df,
+        processes={**est.to_json(), "memory": [_memory_of(run.job) for run in runs]},
+    )
+
+
+def _memory_of(job: TimingJob) -> dict[str, int | None]:
+    """Each side's anonymous memory backed by huge pages (kB): a candidate cause of a process effect."""
+    return {role: huge_pages_kb(side) for role, side in (("baseline", job.baseline), ("candidate", job.candidate))}
+
+
+def huge_pages_kb(side: WorkerSession) -> int | None:
+    """The worker process's AnonHugePages, from /proc (None where it cannot be read)."""
+    control = getattr(side, "control", None)
+    pid = getattr(control, "worker_pid", None)
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text() if pid else ""
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("AnonHugePages:"):
+            return int(line.split()[1])
+    return None
+
+
+def cpu_per_wall(runs: list[PairRun]) -> dict[str, float]:
+    """Each side's sandbox CPU over its timed requests' wall time, over every pair: a candidate that buys its
+    time with CPU beyond the baseline's (a hidden core) shows here (decision.py's guard on FAST)."""
+    ratios = {}
+    for role in ("baseline", "candidate"):
+        timed = [t for run in runs for c in range(len(run.job.configs)) for t in run.samples[role].flat(c)]
+        wall = sum(t.wall_ns for t in timed)
+        ratios[role] = sum(t.cpu_ns for t in timed) / wall if wall > 0 else 0.0
+    return ratios
+
+
+def _stopping(job: TimingJob, ended: Ending, pairs: int) -> dict[str, Any]:
+    if not job.sequential or (pairs == 1 and job.rounds <= job.min_rounds):
+        return {"rule": "fixed rounds", "ended_by": ended.by}
+    least = job.min_rounds if pairs == 1 else MIN_PAIR_ROUNDS
+    record = {"rule": "sequential", "settled_early": ended.look is not None, "min_rounds": least, "ended_by": ended.by}
+    if ended.look is not None:
+        record["look"] = ended.look.to_json()
+    return record
 
 
 def _cross_check(samples: dict[str, Samples], configs: int) -> list[str]:

@@ -11,7 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernel_agent.core.verdict import Status
+from kernel_agent.measure.speed_class import SpeedClass, classify, describe
 from kernel_agent.measure.timing_result import TimingResult
+
+DEFAULT_RESOLUTION = 0.03  # a record without a target (hand-made, or timed before issue 36)
+CPU_GUARD_SLACK = 1.03  # honest single-threaded sides read 0.9-1.0 CPU per wall second, alike
 
 
 @dataclass(frozen=True)
@@ -19,6 +23,25 @@ class Decision:
     status: Status
     reason: str
     flags: tuple[str, ...]
+    speed: SpeedClass | None = None  # the four-way class (None when flagged: a human decides)
+    speed_words: str = ""  # the class in words: "same speed within 3%", "could not resolve: +-9%"
+
+
+def cpu_guard(estimate: TimingResult) -> str | None:
+    """Why a FAST must not stand: the candidate's sandbox used more CPU per wall second of its timed calls than
+    the baseline's did and than its thread budget gives (work on a core it should not have had: b61_within_slack
+    read FAST once on a machine without a cpuset). None when it did not, or when the record has no ratios."""
+    ratios = estimate.cpu_per_wall
+    cand, base = ratios.get("candidate"), ratios.get("baseline")
+    if not cand or not base:
+        return None
+    allowed = max(base, float(estimate.threads or 1)) * CPU_GUARD_SLACK
+    if cand <= allowed:
+        return None
+    return (
+        f"its sandbox used {cand:.2f} s of CPU per second of its timed calls against the baseline's {base:.2f} "
+        f"(thread budget {estimate.threads}): the gain may be CPU it should not have had"
+    )
 
 
 def floor_flags(rows: list[dict[str, Any]]) -> list[str]:
@@ -52,10 +75,21 @@ def decide(
     raised += floor_flags(roofline_rows)
     if raised:
         return Decision(Status.FLAGGED, "; ".join(raised), tuple(raised))
-    if low > 1 + min_gain:
-        return Decision(Status.FASTER, "", ())
+    resolution = float(estimate.resolution.get("target", DEFAULT_RESOLUTION))
+    mde = estimate.resolution.get("mde")
+    speed = classify((low, high), min_gain, resolution)
+    guarded = cpu_guard(estimate) if speed is SpeedClass.FAST else None
+    if speed is SpeedClass.FAST and guarded is None:
+        return Decision(Status.FASTER, "", (), speed, describe(speed, (low, high), resolution, mde))
+    if guarded is not None:
+        speed = SpeedClass.AMBIGUOUS
+        words = f"not accepted: {guarded}"
+    else:
+        words = describe(speed, (low, high), resolution, mde)
     reason = (
         f"correct but not faster: speedup {speedup:.3f}x, {estimate.ci_level} interval "
         f"[{low:.3f}, {high:.3f}] does not clear {1 + min_gain:.2f}"
+        if guarded is None
+        else f"correct but not faster: speedup {speedup:.3f}x, {estimate.ci_level} interval [{low:.3f}, {high:.3f}]"
     )
-    return Decision(Status.CORRECT, reason, ())
+    return Decision(Status.CORRECT, f"{reason}; {speed}: {words}", (), speed, words)

@@ -25,6 +25,10 @@ class SessionPair:
         self._close(self.baseline, "baseline")
         self._close(self.candidate, "candidate")
 
+    def close_extra(self, session: WorkerSession, name: str) -> None:
+        """One of the extra pairs' processes (several pairs timed together), its accounting kept as `name`."""
+        self._close(session, name)
+
     def renew(self, candidate: WorkerSession, baseline: WorkerSession) -> None:
         """A fresh pair of processes (a gain timed again): the first pair's accounting kept as `first_pair_*`."""
         self._close(self.candidate, "first_pair_candidate")

@@ -301,6 +301,10 @@ def assemble(
     timing = records.timing
     if timing is not None:
         verdict.timing = timing.estimate.to_json()
+        if timing.decision.speed is not None:  # the four-way class, stored inside the timing JSON (no migration)
+            resolution = verdict.timing.setdefault("resolution", {})
+            resolution["class"] = timing.decision.speed.value
+            resolution["words"] = timing.decision.speed_words
         verdict.roofline = timing.roofline.record
         verdict.flags = list(timing.decision.flags)
         if status == timing.decision.status:  # the timing's own verdict (not a failure after it)

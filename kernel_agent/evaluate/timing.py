@@ -4,6 +4,7 @@ of processes for a small gain (measure/confirmation.py), the roofline rows and t
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from typing import Any
 
 from kernel_agent.core.verdict import Status
 from kernel_agent.evaluate.ab_timing import TimingJob, measure_speedup
-from kernel_agent.evaluate.context import EvalContext
+from kernel_agent.evaluate.context import EvalContext, sized
 from kernel_agent.evaluate.decision import Decision, decide
 from kernel_agent.evaluate.pair import SessionPair
 from kernel_agent.evaluate.preparation import EvaluationError
@@ -44,6 +45,29 @@ def baseline_failure() -> Iterator[None]:
         raise EvaluationError(Status.RUNTIME_ERROR, f"the baseline itself failed: {exc.reason}") from None
 
 
+REPLICATE_BELOW = 64 << 20  # a working set up to this many bytes is timed on several pairs of processes
+PAIRS = 3  # ...this many on a CPU (each side in three processes): the process effect measured (issue 36)
+RESOLUTION = {"cpu": 0.03, "cuda": 0.01}  # --resolution's default per device
+
+
+def process_pairs(ctx: EvalContext) -> int:
+    """How many pairs of processes time this candidate: `EvalOptions.processes` when set; else PAIRS for a
+    small problem on a CPU, one pair (and the fixed between-process term) for a large one, whose extra
+    processes would cost their memory and starts, and on a GPU, where several pairs have never run."""
+    chosen = ctx.options.processes
+    if chosen is not None:
+        return max(1, int(chosen))
+    footprint = sized(ctx.problem)
+    small = footprint is not None and footprint.working_set <= REPLICATE_BELOW
+    return PAIRS if ctx.device == "cpu" and small else 1
+
+
+def resolution(ctx: EvalContext) -> float:
+    """The target half-width of the interval: --resolution, else this device's default."""
+    chosen = ctx.options.resolution
+    return float(chosen) if chosen is not None else RESOLUTION.get(ctx.device, RESOLUTION["cuda"])
+
+
 def time_candidate(
     ctx: EvalContext,
     pair: SessionPair,
@@ -51,8 +75,13 @@ def time_candidate(
     cases: list[CaseSpec],
     fresh: Callable[[WorkerSpec], WorkerSession],
 ) -> TimingOutcome:
-    """The A/B timing and the decision; a small gain is timed again on a fresh pair of processes."""
+    """The A/B timing and the decision. Several pairs of processes for a small problem (the process effect
+    measured); with one pair, a small gain is timed again on a fresh pair of processes."""
     options = ctx.options
+    count = process_pairs(ctx)
+    if count > 1:
+        estimate, raised = time_pairs(ctx, pair, verifier, cases, fresh, count)
+        return _decided(ctx, estimate, raised)
     estimate, raised = time_pair(ctx, pair, verifier, cases)
     outcome = _decided(ctx, estimate, raised)
     if outcome.decision.status is Status.FASTER and needs_confirmation(estimate, options.min_gain):
@@ -70,44 +99,99 @@ def time_candidate(
     return outcome
 
 
+def time_pairs(
+    ctx: EvalContext,
+    pair: SessionPair,
+    verifier: Verifier,
+    cases: list[CaseSpec],
+    fresh: Callable[[WorkerSpec], WorkerSession],
+    count: int,
+) -> tuple[TimingResult, list[str]]:
+    """`count` pairs of processes timed together, their rounds interleaved (ab_timing.measure_speedup). The
+    extra processes are launched together once the first pair is ready (after the candidate's checks: a
+    candidate that fails them costs no extra start), so the first pair started seconds before the others;
+    each is then made ready with the candidate's check history replayed, like the first baseline's. Every
+    extra process is closed here, whatever happens, its accounting kept under `pair<N>_*`."""
+    baseline = pair.baseline
+    assert baseline is not None
+    extra: list[tuple[WorkerSession, WorkerSession]] = []
+    try:
+        with baseline_failure():
+            baseline.load()
+            verifier.replay(baseline, cases)
+        job = timing_job(ctx, verifier, pair.candidate, baseline)  # refused before any extra process starts
+        started = time.monotonic()
+        for _ in range(count - 1):  # all launched at once: their interpreters' imports overlap (2 cores here)
+            candidate, other = fresh(pair.candidate.spec), fresh(baseline.spec)
+            extra.append((candidate, other))
+            candidate.launch()
+            other.launch()
+        for candidate, other in extra:  # then made ready one after another, each with the checks' history
+            candidate.ready()
+            candidate.load()
+            verifier.replay(candidate, cases)  # the same process history as the first candidate's
+            with baseline_failure():
+                other.ready()
+                other.load()
+                verifier.replay(other, cases)
+        more = [timing_job(ctx, verifier, c, b) for c, b in extra]
+        start_s = time.monotonic() - started
+        estimate, raised = measure_speedup(job, more)
+        if estimate.processes is not None:  # what the extra processes cost to start, beside what they measured
+            estimate = dataclasses.replace(estimate, processes={**estimate.processes, "start_s": round(start_s, 3)})
+        return estimate, raised
+    finally:
+        pair.close_baseline()
+        for number, (candidate, other) in enumerate(extra, start=2):
+            pair.close_extra(other, f"pair{number}_baseline")
+            pair.close_extra(candidate, f"pair{number}_candidate")
+
+
 def time_pair(
     ctx: EvalContext, pair: SessionPair, verifier: Verifier, cases: list[CaseSpec]
 ) -> tuple[TimingResult, list[str]]:
     """One pair: a ready baseline process against the candidate, with the same check history first. The
     baseline is closed here, whatever happens, and its accounting kept."""
-    problem, options, baseline = ctx.problem, ctx.options, pair.baseline
+    baseline = pair.baseline
     assert baseline is not None
     try:
         with baseline_failure():
             baseline.load()
             verifier.replay(baseline, cases)
-        configs = [(tuple(shape), dtype) for dtype in problem.dtypes for shape in problem.shapes]
-        missing = [c for c in configs if c not in verifier.report.expected]
-        if missing:
-            raise EvaluationError(
-                Status.REJECTED,
-                f"no checked case for shape {list(missing[0][0])} {missing[0][1]}: cannot audit its timed outputs",
-            )
-        job = TimingJob(
-            configs=configs,
-            maker=verifier.maker,
-            candidate=pair.candidate,
-            baseline=baseline,
-            device=ctx.device,
-            threads=options.threads,
-            rounds=options.timing_rounds,
-            target_block_ms=options.target_block_ms,
-            audit_fraction=options.audit_fraction,
-            judge=verifier.judge,
-            expected=verifier.report.expected,
-            min_gain=options.min_gain,
-            sequential=options.sequential,
-            enforce_work_budget=not options.trusted_source,  # the timer rule still applies: it could flatter us
-            draw_on="cuda" if ctx.device_data else "cpu",
-        )
-        return measure_speedup(job)
+        return measure_speedup(timing_job(ctx, verifier, pair.candidate, baseline))
     finally:
         pair.close_baseline()
+
+
+def timing_job(ctx: EvalContext, verifier: Verifier, candidate: WorkerSession, baseline: WorkerSession) -> TimingJob:
+    """What the A/B timing of one pair of processes needs from this evaluation."""
+    problem, options = ctx.problem, ctx.options
+    configs = [(tuple(shape), dtype) for dtype in problem.dtypes for shape in problem.shapes]
+    missing = [c for c in configs if c not in verifier.report.expected]
+    if missing:
+        raise EvaluationError(
+            Status.REJECTED,
+            f"no checked case for shape {list(missing[0][0])} {missing[0][1]}: cannot audit its timed outputs",
+        )
+    return TimingJob(
+        configs=configs,
+        maker=verifier.maker,
+        candidate=candidate,
+        baseline=baseline,
+        device=ctx.device,
+        threads=options.threads,
+        rounds=options.timing_rounds,
+        target_block_ms=options.target_block_ms,
+        audit_fraction=options.audit_fraction,
+        judge=verifier.judge,
+        expected=verifier.report.expected,
+        min_gain=options.min_gain,
+        sequential=options.sequential,
+        enforce_work_budget=not options.trusted_source,  # the timer rule still applies: it could flatter us
+        draw_on="cuda" if ctx.device_data else "cpu",
+        resolution=resolution(ctx),
+        budget_s=options.timing_budget,
+    )
 
 
 def _decided(ctx: EvalContext, estimate: TimingResult, raised: list[str]) -> TimingOutcome:

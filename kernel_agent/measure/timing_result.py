@@ -39,6 +39,31 @@ class ShapeTiming:
 
 
 @dataclass(frozen=True)
+class Resolution:
+    """What the timing could resolve (issue 36): the target half-width, the 95% interval's own half-width, the
+    minimum detectable gain at 80% power (`processes.mde`), and what ended the timing."""
+
+    target: float
+    half_width: float
+    mde: float
+    ended_by: str  # settled, same, resolution, budget or rounds
+    budget_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "half_width": _finite(self.half_width),
+            "mde": _finite(self.mde),
+            "ended_by": self.ended_by,
+            "budget_s": self.budget_s,
+        }
+
+
+def _finite(value: float) -> float | None:
+    return value if value == value and abs(value) != float("inf") else None
+
+
+@dataclass(frozen=True)
 class TimingResult:
     speedup: float
     speedup_ci: tuple[float, float]
@@ -63,6 +88,9 @@ class TimingResult:
     accounting: dict[str, Any]
     pairs: list[dict[str, Any]] = field(default_factory=list)  # each pair's own numbers, when confirmed
     confirmation: str | None = None  # why a second pair was timed
+    resolution: dict[str, Any] = field(default_factory=dict)  # Resolution.to_json(), the class added by decide
+    processes: dict[str, Any] | None = None  # several pairs: each pair's speedup and the measured process effect
+    cpu_per_wall: dict[str, float] = field(default_factory=dict)  # each side's CPU over its timed wall time
 
     def to_json(self) -> dict[str, Any]:
         record = {
@@ -91,6 +119,12 @@ class TimingResult:
         }
         if self.confirmation is not None:
             record |= {"pairs": self.pairs, "confirmation": self.confirmation}
+        if self.resolution:
+            record["resolution"] = dict(self.resolution)
+        if self.processes is not None:
+            record["processes"] = self.processes
+        if self.cpu_per_wall:
+            record["cpu_per_wall"] = dict(self.cpu_per_wall)
         return record
 
     def pair_summary(self) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from kernel_agent.problem.load import load_problem
 def test_a_confirmed_gain_comes_from_two_independent_pairs(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(confirmation, "CONFIRM_BELOW", 100.0)
     source = (CANDIDATES / "fused_softmax64.py").read_text()
-    options = EvalOptions(sandbox_root=tmp_path / "sb", threads=1, timing_rounds=6)
+    options = EvalOptions(sandbox_root=tmp_path / "sb", threads=1, timing_rounds=6, processes=1)
     verdict = evaluate(load_problem(SOFTMAX), source, options)
     assert verdict.status == "faster", verdict.reason
     first, second = verdict.timing["pairs"]
@@ -52,3 +52,23 @@ def test_a_clear_gain_is_timed_once(tmp_path) -> None:
     assert verdict.status in ("faster", "flagged"), verdict.reason
     assert verdict.speedup > confirmation.CONFIRM_BELOW
     assert "pairs" not in verdict.timing and "first_pair_candidate" not in verdict.accounting
+
+
+def test_a_small_problem_is_timed_on_three_pairs_each_process_checked_timed_and_closed(tmp_path) -> None:
+    """Issue 36: softmax64 (a few MB) on three pairs of processes; every one replayed the check history, served
+    timed requests and was closed before its accounting was read; the record names what ended the timing,
+    the class, the MDE and each pair's speedup; nothing is left running."""
+    source = (CANDIDATES / "faster.py").read_text()
+    verdict = evaluate(load_problem(SOFTMAX), source, EvalOptions(sandbox_root=tmp_path / "sb", threads=1))
+    assert verdict.status in ("faster", "flagged"), verdict.reason
+    for key in ("candidate", "baseline", "pair2_candidate", "pair2_baseline", "pair3_candidate", "pair3_baseline"):
+        phases = verdict.accounting[key]["phases"]
+        assert phases["timed"]["requests"] > 0 and phases["check"]["requests"] > 0, key
+        assert verdict.accounting[key]["peak_rss_mb"] > 0, key
+    timing = verdict.timing
+    assert timing["processes"]["pairs"] == 3 and len(timing["processes"]["pair_speedups"]) == 3
+    assert timing["resolution"]["ended_by"] in ("settled", "same", "resolution", "budget", "rounds")
+    if verdict.status == "faster":
+        assert timing["resolution"]["class"] == "FAST"
+    assert timing["resolution"]["mde"] > 0.02 and "3 process pairs" in timing["ci_level"]
+    assert not sandbox_processes(tmp_path / "sb"), "a worker outlived the evaluation"

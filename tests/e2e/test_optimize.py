@@ -339,7 +339,7 @@ def test_retime_best_times_an_early_best_again_with_every_round(tmp_path: Path) 
     )
     timing = json.loads(verdict)["timing"]
     assert (parent, normalized, status) == (best, None, "faster")
-    assert timing["stopping"] == {"rule": "fixed rounds"} and not stopped_early(timing)
+    assert timing["stopping"] == {"rule": "fixed rounds", "ended_by": "rounds"} and not stopped_early(timing)
     assert timing["rounds"] == timing["max_rounds"] * len(timing.get("pairs") or [None])  # every round of each pair
     # The number of record: the re-timing's point, interval and times; the variant stays the best candidate.
     assert (kernel["record_candidate"], kernel["speedup"]) == (retime, json.loads(verdict)["speedup"])

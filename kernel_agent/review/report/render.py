@@ -34,6 +34,15 @@ def _quote(number: NumberOfRecord) -> str:
     return f"{number.cell(3)} {_interval(*(number.ci or (None, None)))}"
 
 
+def _speed(verdict: dict) -> str:
+    """A timed verdict's four-way class in words ("SAME: same speed within 3%"); '' before issue 36."""
+    timing = verdict.get("timing") if isinstance(verdict, dict) else None
+    res = timing.get("resolution") if isinstance(timing, dict) else None
+    if not isinstance(res, dict) or not res.get("class"):
+        return ""
+    return f"{res['class']}: {res.get('words', '')}"
+
+
 def _early(number: NumberOfRecord) -> str:
     """The early look a re-timing superseded, labelled: never a headline."""
     early = number.early_look
@@ -55,7 +64,7 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(ms=_ms, speedup=_speedup, tojson_pretty=_json)
-    env.globals.update(interval=_interval, quote=_quote, early=_early, safe=Markup)
+    env.globals.update(interval=_interval, quote=_quote, early=_early, speed=_speed, safe=Markup)
     return env
 
 

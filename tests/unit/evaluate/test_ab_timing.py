@@ -20,7 +20,8 @@ from kernel_agent.evaluate.ab_timing import (
     Shape,
     TimingFailure,
     TimingJob,
-    _early_look,
+    _look,
+    _records,
     _single_threaded,
     _work_rules,
     overhead_bound,
@@ -30,6 +31,7 @@ from kernel_agent.evaluate.ab_timing import (
 )
 from kernel_agent.evaluate.sandbox.accounting import Accounting
 from kernel_agent.evaluate.sandbox.session import Timed
+from kernel_agent.measure.processes import PairRecords
 
 ROUNDS, CALLS = 10, 8
 
@@ -186,18 +188,60 @@ def test_the_timing_stops_at_the_first_look_that_settles_and_only_then() -> None
     fixed rounds, never before the minimum, never at the last round (the full 95% interval decides there)."""
     base, cand = side(2.0, 2.0, 0.3, 11), side(1.0, 1.0, 0.3, 12)
 
-    def upto(n: int) -> dict[str, Samples]:
-        return {"baseline": Samples([base[:n]]), "candidate": Samples([cand[:n]])}
+    def upto(n: int) -> list[PairRecords]:
+        return [pair_of({"baseline": Samples([base[:n]]), "candidate": Samples([cand[:n]])})]
 
-    assert _early_look(job_of(True), upto(3), 3) is None
-    stop = _early_look(job_of(True), upto(4), 4)
+    def early(job: TimingJob, pairs: list[PairRecords], n: int):
+        ended = _look(job, pairs, n, 0.0)
+        return ended.look if ended is not None else None
+
+    assert early(job_of(True), upto(3), 3) is None
+    stop = early(job_of(True), upto(4), 4)
     assert stop is not None and stop.settled.value == "faster" and stop.ci[0] > 1.02 and stop.rounds == 4
-    assert _early_look(job_of(False), upto(4), 4) is None
-    assert _early_look(job_of(True, rounds=4), upto(4), 4) is None
+    assert early(job_of(False), upto(4), 4) is None
+    assert early(job_of(True, rounds=4), upto(4), 4) is None
     same = side(2.0, 2.0, 0.3, 13)
-    close = {"baseline": Samples([base[:4]]), "candidate": Samples([same[:4]])}
-    even = _early_look(job_of(True), close, 4)  # an A/A pair: a gain past the bar is out of reach, never faster
+    close = [pair_of({"baseline": Samples([base[:4]]), "candidate": Samples([same[:4]])})]
+    even = early(job_of(True), close, 4)  # an A/A pair: a gain past the bar is out of reach, never faster
     assert even is not None and even.settled.value == "not faster" and even.ci[0] < 1.0 < even.ci[1]
+
+
+def pair_of(samples: dict[str, Samples]) -> PairRecords:
+    records, _ = _records(job_of(True), samples)
+    return PairRecords(records["baseline"], records["candidate"])
+
+
+def records_at(ms: float, spread: float, seed: int, rounds: int) -> list[list[list[float]]]:
+    """One shape's times of record: `rounds` rounds of CALLS calls around `ms`, relative spread `spread`."""
+    rng = np.random.default_rng(seed)
+    return [[list(ms * (1 + spread * rng.standard_normal(CALLS))) for _ in range(rounds)]]
+
+
+def test_several_pairs_stop_settled_same_or_at_the_budget_and_say_which() -> None:
+    """Three pairs: a 2x settles at the second cycle (FAST at 99.9%); equal sides read SAME once the 95% interval
+    over pairs lies within +-3%; a pair far from the others keeps the interval wide until the time budget is
+    spent; before the second cycle nothing ends it."""
+    job = job_of(True)
+
+    def pairs(base_ms: list[float], cand_ms: list[float], rounds: int) -> list[PairRecords]:
+        return [
+            PairRecords(records_at(b, 0.01, 2 * p, rounds), records_at(c, 0.01, 2 * p + 1, rounds))
+            for p, (b, c) in enumerate(zip(base_ms, cand_ms))
+        ]
+
+    fast = pairs([2.0] * 3, [1.0] * 3, 2)
+    assert _look(job, fast, 1, 0.0) is None
+    ended = _look(job, fast, 2, 0.0)
+    assert ended is not None and ended.by == "settled" and ended.look.settled.value == "faster"
+    slow = _look(job, pairs([1.0] * 3, [2.0] * 3, 2), 2, 0.0)
+    assert slow is not None and slow.by == "settled" and slow.look.settled.value == "not faster"
+    ended = _look(job, pairs([1.0] * 3, [1.0] * 3, 4), 4, 0.0)
+    assert ended is not None and ended.by == "same" and ended.look is None
+    apart = pairs([1.0] * 3, [1.0, 1.12, 0.95], 4)  # a process effect of several percent: no class yet
+    assert _look(job, apart, 4, 1.0) is None
+    ended = _look(job, apart, 4, job.budget_s)
+    assert ended is not None and ended.by == "budget" and ended.look is None
+    assert _look(job_of(False), apart, 4, job.budget_s) is None  # fixed rounds: every round, whatever the time
 
 
 def test_the_work_budget_refuses_a_candidate_and_only_records_a_trusted_reference() -> None:
