@@ -160,7 +160,7 @@ def main() -> None:
     ap.add_argument("--gain10", type=int, default=5)
     ap.add_argument("--slow", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--processes", type=int, default=None)
+    ap.add_argument("--processes", type=int, default=3)
     ap.add_argument("--timing-budget", type=float, default=None, help="seconds (default: EvalConfig's)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--table-from", default=None, help="print the table of an earlier run's log and stop")
@@ -227,7 +227,7 @@ def main() -> None:
     load_after = os.getloadavg()
     header = (
         f"Controls, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(began))}, {os.cpu_count()} cores, threads "
-        f"{args.threads}, processes {args.processes or 'auto'}, timing budget {args.timing_budget or 'default'} s; "
+        f"{args.threads}, processes {args.processes}, timing budget {args.timing_budget or 'default'} s; "
         f"load average (1, 5, 15 min) before "
         f"{tuple(round(x, 2) for x in load_before)}, after {tuple(round(x, 2) for x in load_after)}; "
         f"{(time.time() - began) / 60:.1f} min"

@@ -45,7 +45,6 @@ class EvalOptions(EvalConfig):
     profile_calls: int = 3
     gate: DeviceGate | NoGate = field(default_factory=NoGate, repr=False)  # shared by parallel evaluations
     trusted_source: bool = False  # a reference point (never candidate code): its work budget is recorded only
-    processes: int | None = None  # pairs of processes timed together (None: timing.process_pairs decides)
 
     def __post_init__(self) -> None:
         if self.threads is None:  # "all cores", resolved here: the sandbox and the fingerprint need a number

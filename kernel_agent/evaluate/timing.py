@@ -45,21 +45,20 @@ def baseline_failure() -> Iterator[None]:
         raise EvaluationError(Status.RUNTIME_ERROR, f"the baseline itself failed: {exc.reason}") from None
 
 
-REPLICATE_BELOW = 64 << 20  # a working set up to this many bytes is timed on several pairs of processes
-PAIRS = 3  # ...this many on a CPU (each side in three processes): the process effect measured (issue 36)
+REPLICATE_BELOW = 64 << 20  # a working set up to this many bytes may be timed on several pairs of processes
 RESOLUTION = {"cpu": 0.03, "cuda": 0.01}  # --resolution's default per device
 
 
 def process_pairs(ctx: EvalContext) -> int:
-    """How many pairs of processes time this candidate: `EvalOptions.processes` when set; else PAIRS for a
-    small problem on a CPU, one pair (and the fixed between-process term) for a large one, whose extra
-    processes would cost their memory and starts, and on a GPU, where several pairs have never run."""
-    chosen = ctx.options.processes
-    if chosen is not None:
-        return max(1, int(chosen))
+    """How many pairs of processes time this candidate: `--processes` for a small problem on a CPU; one pair
+    (and the fixed between-process term) for a large one, whose extra processes would cost their memory and
+    starts, and on a GPU, where several pairs have never run."""
+    chosen = max(1, int(ctx.options.processes))
+    if chosen == 1:
+        return 1
     footprint = sized(ctx.problem)
     small = footprint is not None and footprint.working_set <= REPLICATE_BELOW
-    return PAIRS if ctx.device == "cpu" and small else 1
+    return chosen if ctx.device == "cpu" and small else 1
 
 
 def resolution(ctx: EvalContext) -> float:

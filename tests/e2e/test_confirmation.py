@@ -15,7 +15,7 @@ from kernel_agent.problem.load import load_problem
 def test_a_confirmed_gain_comes_from_two_independent_pairs(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(confirmation, "CONFIRM_BELOW", 100.0)
     source = (CANDIDATES / "fused_softmax64.py").read_text()
-    options = EvalOptions(sandbox_root=tmp_path / "sb", threads=1, timing_rounds=6, processes=1)
+    options = EvalOptions(sandbox_root=tmp_path / "sb", threads=1, timing_rounds=6)
     verdict = evaluate(load_problem(SOFTMAX), source, options)
     assert verdict.status == "faster", verdict.reason
     first, second = verdict.timing["pairs"]
@@ -59,7 +59,8 @@ def test_a_small_problem_is_timed_on_three_pairs_each_process_checked_timed_and_
     timed requests and was closed before its accounting was read; the record names what ended the timing,
     the class, the MDE and each pair's speedup; nothing is left running."""
     source = (CANDIDATES / "faster.py").read_text()
-    verdict = evaluate(load_problem(SOFTMAX), source, EvalOptions(sandbox_root=tmp_path / "sb", threads=1))
+    options = EvalOptions(sandbox_root=tmp_path / "sb", threads=1, processes=3)  # --processes 3
+    verdict = evaluate(load_problem(SOFTMAX), source, options)
     assert verdict.status in ("faster", "flagged"), verdict.reason
     for key in ("candidate", "baseline", "pair2_candidate", "pair2_baseline", "pair3_candidate", "pair3_baseline"):
         phases = verdict.accounting[key]["phases"]

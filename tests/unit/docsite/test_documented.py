@@ -44,14 +44,18 @@ def test_every_status_and_flag_is_in_the_outcomes_reference(pages: dict[str, str
 
 
 def test_the_verdicts_guide_names_exactly_the_statuses_the_code_has() -> None:
-    """The guide's table of statuses and its list of kernel outcomes, against the enums: a status added,
-    renamed or removed in the code fails here until the guide says what it means."""
+    """The guide's tables of statuses and speed classes and its list of kernel outcomes, against the enums: a
+    status added, renamed or removed in the code fails here until the guide says what it means."""
     from kernel_agent.core.verdict import Status
+    from kernel_agent.measure.speed_class import SpeedClass
     from kernel_agent.optimize.search_state import KernelStatus
 
     text = (DOCS / "guide" / "verdicts.md").read_text()
-    table = set(re.findall(r"^\| `(\w+)` \|", text, re.MULTILINE))
-    assert table == {s.value for s in Status}
+    statuses, classes = text.split("## The statuses", 1)[1].split("## The speed class", 1)
+    assert set(re.findall(r"^\| `(\w+)` \|", statuses, re.MULTILINE)) == {s.value for s in Status}
+    assert set(re.findall(r"^\| `(\w+)` \|", classes.split("\n## ", 1)[0], re.MULTILINE)) == {
+        c.value for c in SpeedClass
+    }
     ends = text.split("## How a kernel's search ends", 1)[1].split("```", 1)[0]
     assert set(re.findall(r"`(\w+)`", ends)) >= {s.value for s in KernelStatus}
 
