@@ -58,11 +58,17 @@ _LOCK = threading.Lock()
 
 def checked_tolerance(problem: Problem, dtype: str, device: str) -> Checked:
     """The tolerance checks and audits use for `dtype` (measured once per problem file, dtype and device)."""
-    key = (str(problem.module_path), problem.module_path.stat().st_mtime, dtype, device)
+    key = (str(problem.module_path), problem.module_path.stat().st_mtime, _measured_on(problem), dtype, device)
     with _LOCK:
         if key not in _CACHE:
             _CACHE[key] = _decided(problem, dtype, _reference_error(problem, dtype, device))
         return _CACHE[key]
+
+
+def _measured_on(problem: Problem) -> str:
+    """What the measurement draws besides the file: the shapes (a caller may pass the problem with other
+    check shapes, as the reference points do) and the distribution."""
+    return f"{problem.all_check_shapes()}|{problem.distributions[0]}"
 
 
 def cache_dir() -> Path:
@@ -75,7 +81,8 @@ def cache_dir() -> Path:
 
 def _cache_file(problem: Problem, dtype: str, device: str) -> Path:
     digest = hashlib.sha256(problem.module_path.read_bytes())
-    digest.update(f"\0{dtype}\0{device}\0{torch.__version__}\0{DRAWS}/{SMALL_ELEMENTS}/{MEASURE_BYTES}".encode())
+    digest.update(f"\0{_measured_on(problem)}\0{dtype}\0{device}\0{torch.__version__}".encode())
+    digest.update(f"\0{DRAWS}/{SMALL_ELEMENTS}/{MEASURE_BYTES}".encode())
     return cache_dir() / f"{digest.hexdigest()}.json"
 
 

@@ -3,6 +3,7 @@ reads it back, a changed problem file measures again, and an entry that is not t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -65,3 +66,16 @@ def test_an_unsound_entry_is_measured_again(cancels: Path, monkeypatch: pytest.M
     monkeypatch.setattr(tolerance, "_CACHE", {})
     again = tolerance.checked_tolerance(load_problem(cancels), "float32", "cpu")
     assert len(calls) == 2 and again.widened and again.tolerance.atol < 10 * honest.tolerance.atol
+
+
+def test_the_same_file_with_other_check_shapes_is_measured_apart(
+    cancels: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reference points pass the problem with its check shapes emptied: their errors, measured on fewer
+    shapes, must not stand in for the full problem's."""
+    calls = _counted(monkeypatch)
+    problem = load_problem(cancels)
+    tolerance.checked_tolerance(dataclasses.replace(problem, check_shapes=[]), "float32", "cpu")
+    monkeypatch.setattr(tolerance, "_CACHE", {})
+    tolerance.checked_tolerance(problem, "float32", "cpu")
+    assert len(calls) == 2 and len(list(tolerance.cache_dir().glob("*.json"))) == 2
