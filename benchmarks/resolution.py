@@ -45,14 +45,16 @@ def kernel(*args):
 """
 
 
-def make_control(problem: str, workdir: Path, extra: float) -> Path:
-    """A copy of examples/PROBLEM whose baseline (kernel.py) does `extra` more rows of work."""
-    target = workdir / f"{problem}_extra{round(extra * 100)}"
+def make_control(problem: str | Path, workdir: Path, extra: float) -> Path:
+    """A copy of examples/PROBLEM (or of the problem folder PROBLEM) whose baseline (kernel.py) does `extra` more
+    rows of work."""
+    source = Path(problem) if Path(problem).is_dir() else ROOT / "examples" / str(problem)
+    target = workdir / f"{source.name}_extra{round(extra * 100)}"
     if target.exists():
         return target
-    shutil.copytree(ROOT / "examples" / problem, target, ignore=shutil.ignore_patterns("candidates", "__pycache__"))
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("candidates", "__pycache__"))
     if extra:  # the bundled kernel inlined (the baseline's sandbox sees its one file), renamed, then wrapped
-        bundled = (ROOT / "examples" / problem / "kernel.py").read_text()
+        bundled = (source / "kernel.py").read_text()
         wrapped = bundled.replace("def kernel(", "def _bundled_kernel(", 1) + WRAP.format(extra=extra)
         (target / "kernel.py").write_text(wrapped)
     return target

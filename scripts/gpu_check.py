@@ -4,7 +4,8 @@ budget, so one that hangs or fails costs only itself. It runs to the end whateve
 table to $OUT (or benchmarks/results/), and ends with the list of what failed.
 
 Sections, in order (each budget in seconds from GPU_CHECK_<SECTION>_BUDGET):
-  controls     A/A x GPU_CHECK_AA (20) and a 2x-slower control, per data path (host, device)
+  controls     A/A x GPU_CHECK_AA (20), a 2x-slower control and 3% gains x GPU_CHECK_GAIN3 (3), per data path
+               (host, device), with the speed classes and MDE against the 1% resolution target (issue 36)
   fixtures     every GPU adversarial fixture, per data path (tests/adversarial/run_gpu_fixtures.py)
   examples     each Triton example's candidates and baseline copy, per data path (eager and compile beside the first)
   tune         tune + selector report for the Triton matmul family, then the softmax family (scripts/gpu_tune.py)

@@ -3,6 +3,7 @@ table they write (issue 35)."""
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import statistics
@@ -25,15 +26,18 @@ def controls(check: Check) -> None:
     tiny = ROOT / "tests" / "adversarial" / "problems" / "softmax64_tiny"
     problem = tiny if check.dry else EXAMPLES / "triton_softmax"
     aa = 1 if check.dry else int(os.environ.get("GPU_CHECK_AA", "20"))
+    gain3 = 1 if check.dry else int(os.environ.get("GPU_CHECK_GAIN3", "3"))
     device = "cpu" if check.dry else "cuda"
     for path in PATHS:
         out = check.out / f"gpu-check-controls-{path}.jsonl"
         argv = [PY, "scripts/gpu_controls.py", str(problem), "--device", device, "--gpu-data", path]
-        argv += ["--aa", str(aa), "--slow", "1", "--json", str(out), "--rounds", "4" if check.dry else "10"]
+        argv += ["--aa", str(aa), "--slow", "1", "--gain3", str(gain3), "--json", str(out)]
+        argv += ["--rounds", "4" if check.dry else "10"]
         share = check.left() if path == "device" else check.left() / 2
         check.step(f"{problem.name} controls", path, argv, share)  # rows come from the JSON lines, cut or not
         rows = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
         check.rows += control_rows(rows, path, aa, problem.name)
+        check.rows += resolution_rows(rows, path, problem.name)
         if not check.dry:  # the goals are judged on a GPU only (a shared CPU VM's A/A spread is wider)
             check.failed += missed_goals(rows, path)
 
@@ -60,6 +64,26 @@ def control_rows(rows: list[dict], path: str, aa: int, name: str) -> list[Row]:
     return found
 
 
+def resolution_rows(rows: list[dict], path: str, name: str) -> list[Row]:
+    """Issue 36 on the device: each control's speed classes, and the median smallest gain a verdict could show
+    (MDE) and interval half-width against the device's 1% resolution target."""
+    found = []
+    for kind in ("A/A", "3% gain", "2x slower"):
+        got = [r for r in rows if r["kind"] == kind and r.get("class")]
+        if not got:
+            continue
+        classes = ", ".join(f"{c} {n}" for c, n in sorted(collections.Counter(r["class"] for r in got).items()))
+        mdes = [r["mde"] for r in got if r.get("mde") is not None]
+        halves = [r["half_width"] for r in got if r.get("half_width") is not None]
+        note = (
+            f"median MDE {fmt(statistics.median(mdes)) if mdes else '-'}, median half-width "
+            f"{fmt(statistics.median(halves)) if halves else '-'} (target 0.01 on a GPU); ended by "
+            + ", ".join(sorted({str(r.get("ended_by")) for r in got}))
+        )
+        found.append(Row("resolution", f"{name} {kind} ({len(got)})", path, classes, "", "", note, 0.0))
+    return found
+
+
 def missed_goals(rows: list[dict], path: str) -> list[str]:
     """Issue 35's goals for the controls, as lines for the list of what failed."""
     missed = []
@@ -68,6 +92,10 @@ def missed_goals(rows: list[dict], path: str) -> list[str]:
         missed.append(f"controls ({path}): an A/A verdict was a false accept")
     if points and (min(points) < 0.99 or max(points) > 1.01):
         missed.append(f"controls ({path}): A/A speedups {min(points):.3f}-{max(points):.3f}, outside 0.99-1.01")
+    gains = [r for r in rows if r["kind"] == "3% gain"]
+    if gains and sum(r.get("class") == "FAST" for r in gains) < 0.8 * len(gains):
+        missed.append(f"controls ({path}): 3% gains FAST in {sum(r.get('class') == 'FAST' for r in gains)} of "
+                      f"{len(gains)} (goal 80%)")  # fmt: skip
     for r in rows:
         if r["kind"] == "2x slower" and (r["speedup"] is None or abs(r["speedup"] - 0.5) > 0.03):
             missed.append(f"controls ({path}): the 2x-slower control read {fmt(r['speedup'])}, not 0.50 +- 0.03")

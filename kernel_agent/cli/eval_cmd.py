@@ -81,8 +81,9 @@ def speed_line(timing: dict | None) -> str:
     pairs = (timing or {}).get("processes") or {}
     measured = (
         f"; process effect {timing['process_effect']:.1%} measured over {pairs['pairs']} process pairs"
-        if pairs.get("pairs")
-        else f"; process effect {timing.get('process_effect', 0):.0%} assumed (one pair)"
+        if pairs.get("pairs", 0) > 1
+        else f"; process effect {timing.get('process_effect', 0):.0%} assumed (one pair"
+        + (f": {pairs['why_one']})" if pairs.get("why_one") else ")")
     )
     return f"speed: {res['class']} ({res.get('words', '')}){shown}; ended by {res.get('ended_by')}{measured}"
 

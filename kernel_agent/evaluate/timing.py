@@ -49,16 +49,26 @@ REPLICATE_BELOW = 64 << 20  # a working set up to this many bytes may be timed o
 RESOLUTION = {"cpu": 0.03, "cuda": 0.01}  # --resolution's default per device
 
 
-def process_pairs(ctx: EvalContext) -> int:
+@dataclass(frozen=True)
+class PairPlan:
+    count: int  # pairs of processes that time the candidate
+    why_one: str = ""  # why one pair where --processes asked for more ('' otherwise)
+
+
+def process_pairs(ctx: EvalContext) -> PairPlan:
     """How many pairs of processes time this candidate: `--processes` for a small problem on a CPU; one pair
     (and the fixed between-process term) for a large one, whose extra processes would cost their memory and
     starts, and on a GPU, where several pairs have never run."""
     chosen = max(1, int(ctx.options.processes))
     if chosen == 1:
-        return 1
+        return PairPlan(1)
+    if ctx.device != "cpu":
+        return PairPlan(1, f"--processes {chosen}: one pair on {ctx.device} (several are timed on a CPU only)")
     footprint = sized(ctx.problem)
-    small = footprint is not None and footprint.working_set <= REPLICATE_BELOW
-    return chosen if ctx.device == "cpu" and small else 1
+    if footprint is None or footprint.working_set > REPLICATE_BELOW:
+        size = "unknown" if footprint is None else f"{footprint.working_set / (1 << 20):.0f} MiB"
+        return PairPlan(1, f"--processes {chosen}: one pair for a working set of {size} (several up to 64 MiB)")
+    return PairPlan(chosen)
 
 
 def resolution(ctx: EvalContext) -> float:
@@ -77,9 +87,9 @@ def time_candidate(
     """The A/B timing and the decision. Several pairs of processes for a small problem (the process effect
     measured); with one pair, a small gain is timed again on a fresh pair of processes."""
     options = ctx.options
-    count = process_pairs(ctx)
-    if count > 1:
-        estimate, raised = time_pairs(ctx, pair, verifier, cases, fresh, count)
+    plan = process_pairs(ctx)
+    if plan.count > 1:
+        estimate, raised = time_pairs(ctx, pair, verifier, cases, fresh, plan.count)
         return _decided(ctx, estimate, raised)
     estimate, raised = time_pair(ctx, pair, verifier, cases)
     outcome = _decided(ctx, estimate, raised)
@@ -95,6 +105,9 @@ def time_candidate(
             pair.baseline.ready()
         second, more = time_pair(ctx, pair, verifier, cases)
         outcome = _decided(ctx, combined(estimate, second, reason_for(estimate, options.min_gain)), raised + more)
+    if plan.why_one:  # said beside the assumed process effect, so a user who asked for more pairs sees why not
+        said = dataclasses.replace(outcome.estimate, processes={"pairs": 1, "why_one": plan.why_one})
+        outcome = dataclasses.replace(outcome, estimate=said)
     return outcome
 
 

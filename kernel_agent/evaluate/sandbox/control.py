@@ -40,7 +40,7 @@ def _cgroup_root() -> Path | None:
             continue  # not a cgroup v2 hierarchy
         parent = root / CGROUP_PARENT
         try:
-            parent.mkdir(exist_ok=True)
+            make_parent(parent)
             probe = parent / f"probe-{os.getpid()}"
             probe.mkdir(exist_ok=True)
             usable = (probe / "cpu.stat").exists() and (probe / "cgroup.procs").exists()
@@ -50,6 +50,16 @@ def _cgroup_root() -> Path | None:
         if usable:
             return parent
     return None
+
+
+def make_parent(parent: Path) -> None:
+    """The shared `kernel-agent` folder of one hierarchy, 0755 whatever the umask of the run that made it:
+    a root run under umask 077 must not leave a folder a later user's run cannot even list."""
+    try:
+        parent.mkdir()
+    except FileExistsError:
+        return
+    os.chmod(parent, 0o755)
 
 
 _ROOT: list[Path | None] = []
@@ -134,7 +144,7 @@ class V1Group:
 
     def __init__(self, controller: str, label: str) -> None:
         parent = V1_ROOT / controller / CGROUP_PARENT
-        parent.mkdir(exist_ok=True)
+        make_parent(parent)
         if controller == "cpuset":  # a v1 cpuset must have cpus and mems before anything joins it
             for name in ("cpuset.cpus", "cpuset.mems"):
                 if not (parent / name).read_text().strip():
@@ -187,9 +197,11 @@ def clean_stale_cgroups() -> None:
     _CLEANED.append(True)
     parents = [cgroup_root(), *(V1_ROOT / controller / CGROUP_PARENT for controller in V1_CONTROLLERS)]
     for parent in parents:
-        if parent is None or not parent.is_dir():
+        try:  # another user's parent (root's, made under umask 077) may be unreadable: nothing of ours is in it
+            children = list(parent.iterdir()) if parent is not None else []
+        except OSError:
             continue
-        for child in parent.iterdir():
+        for child in children:
             if not child.is_dir() or _owner_alive(child.name):
                 continue
             try:

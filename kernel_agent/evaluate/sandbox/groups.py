@@ -6,6 +6,7 @@ has no writable hierarchy for one, the rule it serves falls back (DESIGN.md sect
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from kernel_agent.evaluate.sandbox.control import (
     Cgroup,
@@ -23,13 +24,17 @@ class SandboxGroups:
     def __init__(self, label: str, cpus: set[int] | None, memory_bytes: int) -> None:
         clean_stale_cgroups()
         root = cgroup_root()
-        self.cgroup = Cgroup(root, label) if root is not None else None
+        self.cgroup = _own_cgroup(root, label)
         self.cpus = cpus
         # The timing cores as a cpuset the sandbox cannot leave (sched_setaffinity alone can be undone
         # from inside), and a pids group whose peak shows threads that lived only inside a call.
         self.cpuset = V1Group.make("cpuset", label) if cpus else None
         if self.cpuset is not None:
-            self.cpuset.write("cpuset.cpus", ",".join(str(c) for c in sorted(cpus or ())))
+            try:
+                self.cpuset.write("cpuset.cpus", ",".join(str(c) for c in sorted(cpus or ())))
+            except OSError:  # cores the hierarchy does not offer: affinity alone holds them
+                self.cpuset.remove()
+                self.cpuset = None
         self.pids = V1Group.make("pids", label)
         # The cgroup freezer where there is one: v2's on the sandbox's own cgroup, else a v1 freezer group
         # (KERNEL_AGENT_FREEZER=signal forces the SIGSTOP fallback, for its tests).
@@ -87,6 +92,16 @@ class SandboxGroups:
             if group is not None:
                 group.remove()
         self.cpuset = self.pids = self.memory_group = self.freezer_group = None
+
+
+def _own_cgroup(root: Path | None, label: str) -> Cgroup | None:
+    """The sandbox's own v2 cgroup, or None where it cannot be made now (then /proc accounts for it)."""
+    if root is None:
+        return None
+    try:
+        return Cgroup(root, label)
+    except OSError:
+        return None
 
 
 def timing_cpus(threads: int) -> set[int] | None:
