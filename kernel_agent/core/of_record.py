@@ -54,6 +54,17 @@ def stopped_early(timing: dict[str, Any] | None) -> bool:
     return isinstance(rounds, int) and isinstance(most, int) and rounds < most
 
 
+def pairs_of(timing: dict[str, Any] | None) -> int:
+    """How many pairs of processes timed a verdict together (1 where one pair did, or nothing was timed)."""
+    pairs = ((timing or {}).get("processes") or {}).get("pairs")
+    return pairs if isinstance(pairs, int) and pairs > 0 else 1
+
+
+def speed_class_of(timing: dict[str, Any] | None) -> str:
+    """The timed comparison's speed class ('' for a verdict timed before there were classes)."""
+    return str(((timing or {}).get("resolution") or {}).get("class") or "")
+
+
 class Stored(Protocol):
     """What a stored evaluation holds (db/models.py EvaluationRow, db/review_reads.py CandidateRecord)."""
 
@@ -80,6 +91,8 @@ class Reading:
     candidate_ms: float | None = None
     early: bool = False
     reason: str = ""  # said only where nothing was timed
+    pairs: int = 1  # pairs of processes that timed it together (several: the process effect was measured)
+    speed_class: str = ""  # FAST, SAME, AMBIGUOUS or SLOW where the timing resolved one (measure/speed_class.py)
 
     @classmethod
     def timed(
@@ -96,14 +109,27 @@ class Reading:
             typical_ms(timing, "candidate"),
             stopped_early(timing),
             reason,
+            pairs_of(timing),
+            speed_class_of(timing),
         )
 
     @classmethod
     def stored(cls, candidate: int, row: Stored) -> Reading:
         """A reading from a stored evaluation (its columns; the timing record for whether it stopped early)."""
         ci = (row.ci_low, row.ci_high) if row.ci_low is not None and row.ci_high is not None else None
-        early = stopped_early((row.verdict or {}).get("timing"))
-        return cls(candidate, row.status, row.speedup, ci, row.baseline_ms, row.candidate_ms, early, row.reason)
+        timing = (row.verdict or {}).get("timing")
+        return cls(
+            candidate,
+            row.status,
+            row.speedup,
+            ci,
+            row.baseline_ms,
+            row.candidate_ms,
+            stopped_early(timing),
+            row.reason,
+            pairs_of(timing),
+            speed_class_of(timing),
+        )
 
     @property
     def wide(self) -> bool:
@@ -188,7 +214,10 @@ class NumberOfRecord:
             )
         if self.retimed is None:
             return ""
-        head = f"re-timed with all rounds (candidate {self.retimed.candidate}): {self.retimed.text()}"
+        retimed = self.retimed
+        on = f" on {retimed.pairs} pairs of processes" if retimed.pairs > 1 else ""
+        said = f" ({retimed.speed_class})" if retimed.speed_class else ""
+        head = f"re-timed with all rounds (candidate {retimed.candidate}){on}: {retimed.text()}{said}"
         if self.superseded:
             return f"{head}; the early look read {self.variant.text()}"
         return f"{head}; the early look stands"

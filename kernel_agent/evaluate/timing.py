@@ -20,6 +20,7 @@ from kernel_agent.evaluate.sandbox.session import WorkerFailure, WorkerSession, 
 from kernel_agent.evaluate.verification import Verifier
 from kernel_agent.measure.confirmation import needs_confirmation, reason_for
 from kernel_agent.measure.timing_result import TimingResult, combined
+from kernel_agent.problem.load import Problem
 from kernel_agent.problem.oracle import CaseSpec
 
 
@@ -56,18 +57,23 @@ class PairPlan:
 
 
 def process_pairs(ctx: EvalContext) -> PairPlan:
-    """How many pairs of processes time this candidate: `--processes` for a small problem on a CPU; one pair
-    (and the fixed between-process term) for a large one, whose extra processes would cost their memory and
-    starts, and on a GPU, where several pairs have never run."""
-    chosen = max(1, int(ctx.options.processes))
+    """How many pairs of processes time this candidate (pair_plan)."""
+    return pair_plan(ctx.problem, ctx.device, ctx.options.processes)
+
+
+def pair_plan(problem: Problem, device: str, processes: int) -> PairPlan:
+    """`processes` pairs for a small problem on a CPU; one pair (and the fixed between-process term) for a
+    large one, whose extra processes would cost their memory and starts, and on a GPU, where several pairs
+    have never run."""
+    chosen = max(1, int(processes))
     if chosen == 1:
         return PairPlan(1)
-    if ctx.device != "cpu":
-        return PairPlan(1, f"--processes {chosen}: one pair on {ctx.device} (several are timed on a CPU only)")
-    footprint = sized(ctx.problem)
+    if device != "cpu":
+        return PairPlan(1, f"{chosen} pairs asked: one on {device} (several are timed on a CPU only)")
+    footprint = sized(problem)
     if footprint is None or footprint.working_set > REPLICATE_BELOW:
         size = "unknown" if footprint is None else f"{footprint.working_set / (1 << 20):.0f} MiB"
-        return PairPlan(1, f"--processes {chosen}: one pair for a working set of {size} (several up to 64 MiB)")
+        return PairPlan(1, f"{chosen} pairs asked: one for a working set of {size} (several up to 64 MiB)")
     return PairPlan(chosen)
 
 

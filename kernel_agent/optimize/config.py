@@ -53,7 +53,15 @@ class SearchConfig:
         True,
         flag="--retime-best/--no-retime-best",
         help="At the end of a kernel's search, time its best accepted candidate again with every round when an "
-        "early look accepted it (a wide 99.9% interval); that timing is the number of record when it is faster too.",
+        "early look accepted it (a wide 99.9% interval), or when it was timed on one pair of processes and "
+        "--record-processes can time it on more; that timing is the number of record when it is faster too.",
+    )
+    record_processes: int = option(
+        3,
+        minimum=1,
+        help="Pairs of processes for the re-timing of a kernel's best (--retime-best): its number of record gets a "
+        "measured between-process effect and a resolved speed class (FAST/SAME/AMBIGUOUS/SLOW) while the search "
+        "itself screens on --processes. Small CPU problems only (a working set up to 64 MiB); 1: as screened.",
     )
     selector: SelectorChoice = option(
         SelectorChoice.AUTO,

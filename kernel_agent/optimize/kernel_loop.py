@@ -24,6 +24,7 @@ from kernel_agent.core.verdict import RefusalKind, Status, Verdict
 from kernel_agent.db.session import Database
 from kernel_agent.evaluate.pipeline import EvalOptions, run_device
 from kernel_agent.evaluate.references import references
+from kernel_agent.evaluate.timing import pair_plan
 from kernel_agent.optimize.budget import Budget
 from kernel_agent.optimize.config import BudgetLimits, SearchConfig
 from kernel_agent.optimize.executors.local import Executor, LocalExecutor
@@ -325,11 +326,13 @@ class KernelLoop:
         return result
 
     def _retime(self) -> None:
-        """The best accepted candidate timed again with every round when an early look accepted it: an
-        early stop's 99.9% interval is wide and its point is the luckiest of the search (DESIGN.md section 7).
-        A measurement like the baseline's: no candidate budget taken, but none started once a budget or
-        the stop flag says no new work."""
-        best = self.state.retime_due()
+        """The best accepted candidate timed again with every round, on --record-processes pairs of processes:
+        when an early look accepted it (an early stop's 99.9% interval is wide and its point is the luckiest of
+        the search), or when it was screened on one pair and its number of record can have the process effect
+        measured (DESIGN.md section 7). A measurement like the baseline's: no candidate budget taken, but none
+        started once a budget or the stop flag says no new work."""
+        pairs = self.options.search.record_processes
+        best = self.state.retime_due(several=pair_plan(self.problem, self.device, pairs).count > 1)
         if best is None or best.candidate_id is None:
             return
         why_not = "the run was stopped" if self.shared.stop.is_set() else self.budget.reached()
@@ -340,7 +343,7 @@ class KernelLoop:
         self.progress("retime", {"kernel": self.label, "candidate": best.candidate_id})
         started = time.perf_counter()
         # Every round, nothing else changed; no profile: no prompt follows to read it.
-        options = replace(self._eval_options(ProfileWhen.NEVER), sequential=False)
+        options = replace(self._eval_options(ProfileWhen.NEVER), sequential=False, processes=pairs)
         verdict = settled(self.shared.executor.submit(self.problem, best.source, options), self.problem)
         self.recorder.retime_verdict(self.state, best.candidate_id, candidate, verdict, _seconds(verdict, started))
 

@@ -13,7 +13,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernel_agent.core.config import Choice
-from kernel_agent.core.of_record import PENDING, NumberOfRecord, Reading, of_record, relative, stopped_early, typical_ms
+from kernel_agent.core.of_record import (
+    PENDING,
+    NumberOfRecord,
+    Reading,
+    of_record,
+    pairs_of,
+    relative,
+    stopped_early,
+    typical_ms,
+)
 from kernel_agent.core.relative import Relative, speedups_vs
 from kernel_agent.core.verdict import Status, Verdict
 from kernel_agent.optimize.config import SearchConfig
@@ -251,15 +260,18 @@ class SearchState:
         return KernelStatus.NO_GAIN, "no candidate was verifiably faster than the baseline"
 
     # ---- re-timing the best -------------------------------------------------------------------
-    def retime_due(self) -> Attempt | None:
-        """The best accepted candidate when an early look accepted it and no re-timing of it is stored."""
+    def retime_due(self, several: bool = False) -> Attempt | None:
+        """The best accepted candidate, when no re-timing of it is stored and an early look accepted it, or
+        (`several`: the re-timing would get several pairs of processes) it was timed on one pair."""
         parents = self.parents
         if not self.config.retime_best or not parents or parents[0].candidate_id is None:
             return None
         best = parents[0]
         verdict = self.accepted.get(best.candidate_id)
         done = self.retimes.get(best.candidate_id, (0, None))[1] is not None
-        return best if verdict is not None and stopped_early(verdict.timing) and not done else None
+        if verdict is None or done:
+            return None
+        return best if stopped_early(verdict.timing) or (several and pairs_of(verdict.timing) < 2) else None
 
     def remember_retime(self, best_id: int, candidate_id: int, verdict: Verdict | None) -> None:
         """A re-timing row of `best_id` (stored or restored): a measurement, never an attempt or a parent."""

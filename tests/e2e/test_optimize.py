@@ -341,10 +341,12 @@ def test_retime_best_times_an_early_best_again_with_every_round(tmp_path: Path) 
     assert (parent, normalized, status) == (best, None, "faster")
     assert timing["stopping"] == {"rule": "fixed rounds", "ended_by": "rounds"} and not stopped_early(timing)
     assert timing["rounds"] == timing["max_rounds"] * len(timing.get("pairs") or [None])  # every round of each pair
+    assert timing["processes"]["pairs"] == 3  # --record-processes' default: the process effect measured
+    assert timing["resolution"]["class"] in ("FAST", "AMBIGUOUS")
     # The number of record: the re-timing's point, interval and times; the variant stays the best candidate.
     assert (kernel["record_candidate"], kernel["speedup"]) == (retime, json.loads(verdict)["speedup"])
     assert kernel["speedup_ci"] == json.loads(verdict)["speedup_ci"] and kernel["best_ms"] == candidate_ms
-    assert f"re-timed with all rounds (candidate {retime})" in kernel["reason"]
+    assert f"re-timed with all rounds (candidate {retime}) on 3 pairs of processes" in kernel["reason"]
     shown = json.loads(run_cli("runs", "show", "latest", "--db", str(db), "--json").stdout)["kernels"][0]
     assert (shown["best_candidate"], shown["record_candidate"], shown["speedup"], shown["speedup_ci"]) == (
         best,

@@ -28,7 +28,7 @@ def test_one_pair_where_more_were_asked_says_why(monkeypatch) -> None:
     assert on_gpu.count == 1 and "on cuda" in on_gpu.why_one
     monkeypatch.setattr(timing, "sized", lambda problem: SimpleNamespace(working_set=512 << 20))
     large = timing.process_pairs(context(3))
-    assert large.count == 1 and "512 MiB" in large.why_one and "--processes 3" in large.why_one
+    assert large.count == 1 and "512 MiB" in large.why_one and "3 pairs asked" in large.why_one
     record = {
         "resolution": {"class": "AMBIGUOUS", "words": "could not resolve", "mde": 0.2, "ended_by": "budget"},
         "process_effect": 0.08,

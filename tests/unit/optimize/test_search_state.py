@@ -214,6 +214,38 @@ def test_only_a_best_accepted_by_an_early_look_is_due_for_a_retime_and_only_once
     assert settled_late.retime_due() is None
 
 
+def test_a_best_screened_on_one_pair_is_due_when_the_retime_gets_several() -> None:
+    """--record-processes: a best that settled late on one pair is re-timed where its re-timing gets several pairs
+    (a small CPU problem), once; one already timed on several pairs is not; nor with --no-retime-best."""
+    s = state()
+    s.remember(Candidate(3, "source 3", "", 1), fixed(1.3, (1.1, 1.5), "faster"))
+    assert s.retime_due() is None and s.retime_due(several=True).candidate_id == 3  # type: ignore[union-attr]
+    s.remember_retime(3, 9, fixed(1.3, (1.25, 1.35), "faster"))
+    assert s.retime_due(several=True) is None
+    measured = state()
+    on_pairs = fixed(1.3, (1.1, 1.5), "faster")
+    assert on_pairs.timing is not None
+    on_pairs.timing["processes"] = {"pairs": 3, "pair_speedups": [1.29, 1.3, 1.31]}
+    measured.remember(Candidate(3, "source 3", "", 1), on_pairs)
+    assert measured.retime_due(several=True) is None
+    off = state(retime_best=False)
+    off.remember(Candidate(3, "source 3", "", 1), fixed(1.3, (1.1, 1.5), "faster"))
+    assert off.retime_due(several=True) is None
+
+
+def test_a_retime_on_several_pairs_says_so_with_its_speed_class() -> None:
+    s = state()
+    s.remember(Candidate(3, "source 3", "", 1), fixed(1.3, (1.1, 1.5), "faster"))
+    retimed = fixed(1.04, (1.03, 1.05), "faster")
+    assert retimed.timing is not None
+    retimed.timing |= {"processes": {"pairs": 3}, "resolution": {"class": "FAST"}}
+    s.remember_retime(3, 9, retimed)
+    result = s.result(KernelStatus.IMPROVED, "", no_review)
+    assert result.reason.startswith(
+        "re-timed with all rounds (candidate 9) on 3 pairs of processes: 1.04x [1.03, 1.05], faster (FAST); "
+    )
+
+
 def test_a_faster_retime_is_the_number_of_record_with_its_own_times() -> None:
     s = state()
     s.remember(Candidate(3, "source 3", "", 1), early(5.33, (2.06, 13.82)))
