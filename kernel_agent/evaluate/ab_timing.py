@@ -674,9 +674,10 @@ def _over_pairs(runs: list[PairRun], ended: Ending) -> Interval:
     est = processes.estimate(pairs)
     stop = ended.look
     ci = tuple(stop.ci) if stop is not None else est.ci
-    t = processes.t_quantile(est.df, processes.LEVELS["95%"])
+    t = processes.t_quantile(len(pairs) - 1, processes.LEVELS["95%"])  # per shape: over pairs
     center = math.log(est.speedup)
-    rounds_only = (math.exp(center - t * est.within_se), math.exp(center + t * est.within_se))
+    noise = processes.t_quantile(est.within_df, processes.LEVELS["95%"]) * est.within_se
+    rounds_only = (math.exp(center - noise), math.exp(center + noise))
     every = [s for p in pairs for shape in p.baseline for r in shape for s in r]
     every_cand = [s for p in pairs for shape in p.candidate for r in shape for s in r]
     per_shape = []

@@ -8,13 +8,19 @@ baseline and a candidate process), their rounds interleaved, and the interval co
 - each pair's log speedup L_p is the mean over shapes of log(median baseline / median candidate), its
   rounds pooled, exactly as a single pair's point;
 - the point is exp(mean L_p), every pair weighing alike;
-- the standard error is sd(L_p) / sqrt(P), the pairs being the independent units (a process effect and
-  round noise both show in how far the pairs' speedups scatter), never below what the rounds within the
-  pairs alone give; the quantile is Student's t with P - 1 degrees of freedom.
+- the half-width is the larger of two: the pairs' own t interval, t(P - 1) * sd(L_p) / sqrt(P), the pairs
+  being the independent units (a process effect and round noise both show in how far their speedups
+  scatter); and what round noise alone leaves in the mean, t(R - P) * within_se, from the R rounds' spread
+  within the pairs (R - P degrees of freedom).
 
-With P = 3, t is 4.30 at 95%: honest about how little three processes say about a fourth, and the reason
-the pairs' own spread must be small for an interval to come out narrow. The measured process effect (the
-between-pair standard deviation beyond what round noise explains) is stored with every verdict.
+The first alone has its stated coverage whatever the process effect and the round noise are (L_p normal and
+independent across pairs); the second only widens it, for three pairs that happen to agree more closely than
+their rounds' noise allows. With P = 3, t is 4.30 at 95%: honest about how little three processes say about
+a fourth, and the reason the pairs' own spread must be small for an interval to come out narrow. Round noise
+is known from many rounds, so its term takes the rounds' degrees of freedom: it applied t(P - 1) until
+2026-12-05, which held 3% gains of cpp_softmax whose three pairs agreed to 0.3% at +-3% (AMBIGUOUS). The
+measured process effect (the between-pair standard deviation beyond what round noise explains) is stored
+with every verdict.
 
 The minimum detectable effect (MDE) says what the design could have shown: the smallest true gain that
 would have cleared 1 + min_gain with 80% power, given this verdict's standard error and degrees of freedom.
@@ -92,12 +98,13 @@ class ProcessEstimate:
     speedup: float
     ci: tuple[float, float]
     level: str
-    se: float  # of the mean log speedup
-    df: int
+    se: float  # of the mean log speedup, from whichever term sets the half-width
+    df: int  # that term's degrees of freedom
     pair_speedups: tuple[float, ...]
     between_sd: float  # sd of the pairs' log speedups
     process_effect: float  # the part of it round noise does not explain (0 when it explains all)
     within_se: float  # what round noise alone would give the mean
+    within_df: int  # the rounds' degrees of freedom behind within_se
 
     @property
     def half_width(self) -> float:
@@ -116,6 +123,7 @@ class ProcessEstimate:
             "between_sd": self.between_sd,
             "process_effect": self.process_effect,
             "within_se": self.within_se,
+            "within_df": self.within_df,
             "se": self.se,
             "df": self.df,
         }
@@ -139,9 +147,14 @@ def estimate(pairs: list[PairRecords], level: str = "95%") -> ProcessEstimate:
     within_var = [p.round_spread() ** 2 / max(1, p.rounds) for p in pairs]
     within_se = math.sqrt(sum(within_var)) / count
     process = math.sqrt(max(0.0, between**2 - float(np.mean(within_var)))) if count > 1 else math.inf
-    se = max(between / math.sqrt(count), within_se) if count > 1 else math.inf
-    df = count - 1
-    half = t_quantile(df, LEVELS[level]) * se
+    within_df = sum(p.rounds - 1 for p in pairs)
+    table = LEVELS[level]
+    over_pairs = t_quantile(count - 1, table) * between / math.sqrt(count) if count > 1 else math.inf
+    rounds_only = t_quantile(within_df, table) * within_se if within_se > 0 else 0.0
+    if over_pairs >= rounds_only:
+        half, se, df = over_pairs, (between / math.sqrt(count) if count > 1 else math.inf), count - 1
+    else:
+        half, se, df = rounds_only, within_se, within_df
     ci = (math.exp(center - half), math.exp(center + half)) if math.isfinite(half) else (0.0, math.inf)
     return ProcessEstimate(
         speedup=math.exp(center),
@@ -153,4 +166,5 @@ def estimate(pairs: list[PairRecords], level: str = "95%") -> ProcessEstimate:
         between_sd=between,
         process_effect=process,
         within_se=within_se,
+        within_df=within_df,
     )
