@@ -201,9 +201,9 @@ class EvalConfig:
     resolution: float | None = option(
         None,
         above=0,
-        help="Time until the speedup's 95% interval is this narrow each side (0.03: +-3%), or the verdict is "
-        "settled, or --timing-budget is spent (default: 0.03 on a CPU, 0.01 on a GPU). Also the band within "
-        "which a correct candidate reads SAME speed.",
+        help="Time until the speedup's 95% interval is at most this wide (0.03: 1.5% each side), or the verdict "
+        "is settled, or --timing-budget is spent (default: 0.03 on a CPU, 0.01 on a GPU). Also the band within "
+        "which a correct candidate reads SAME speed (1 +- resolution).",
     )
     timing_budget: float = option(
         8.0, above=0, help="Seconds of A/B timing per verdict before it stops short of --resolution."
@@ -214,7 +214,7 @@ class EvalConfig:
         help="Pairs of processes that time each verdict together. 3 or more measures the between-process effect "
         "from the verdict's own data instead of assuming 8%, and times until --resolution or --timing-budget: "
         "gains of 3-10% on small CPU problems become visible, at about 2.4x the time per verdict (off by default "
-        "until that cost comes down).",
+        "until that cost comes down; optimize re-times each kernel's best on --record-processes pairs).",
     )
     isolation: IsolationLevel = option(
         IsolationLevel.AUTO, help="Sandbox isolation: auto (the strongest available), bwrap, unshare or process."
