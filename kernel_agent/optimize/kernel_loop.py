@@ -331,8 +331,10 @@ class KernelLoop:
         the search), or when it was screened on one pair and its number of record can have the process effect
         measured (DESIGN.md section 7). A measurement like the baseline's: no candidate budget taken, but none
         started once a budget or the stop flag says no new work."""
-        pairs = self.options.search.record_processes
-        best = self.state.retime_due(several=pair_plan(self.problem, self.device, pairs).count > 1)
+        search = self.options.search
+        pairs = search.record_processes
+        several = search.retime_best and pair_plan(self.problem, self.device, pairs).count > 1  # sizes the problem
+        best = self.state.retime_due(several=several)
         if best is None or best.candidate_id is None:
             return
         why_not = "the run was stopped" if self.shared.stop.is_set() else self.budget.reached()
