@@ -6,7 +6,7 @@ row, the expected verdict status and a distinctive substring of the reason:
     ROW: 27
     EXPECT: rejected
     REASON: harness tampering: time.perf_counter
-    OPTIONS: rounds=4 timeout=6 processes=3 data_bytes=... file_bytes=... disk_bytes=...   (optional)
+    OPTIONS: rounds=4 timeout=6 data_bytes=... file_bytes=... disk_bytes=...   (optional)
     PARAMS: TARGETS PORT                                         (optional placeholders)
     PROBLEM: softmax_cuda                                        (optional: a folder under problems/,
                                                                   else a path from the repository root,
@@ -75,8 +75,6 @@ class Fixture:
             kwargs["timing_rounds"] = int(opts.pop("rounds"))  # the header says rounds: timing rounds
         if "timeout" in opts:
             kwargs["timeout"] = float(opts.pop("timeout"))
-        if "processes" in opts:  # pairs of processes (issue 36): the extra pairs meet the same audits
-            kwargs["processes"] = int(opts.pop("processes"))
         kwargs.update(overrides)
         return EvalOptions(**kwargs)  # type: ignore[arg-type]
 
