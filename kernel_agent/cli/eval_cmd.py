@@ -16,6 +16,7 @@ from kernel_agent.cli.options import fields_of, from_config
 from kernel_agent.cli.references import check_compile_modes
 from kernel_agent.cli.speedups import slower
 from kernel_agent.core.config import Device, EvalConfig, ReferenceConfig
+from kernel_agent.core.of_record import typical_ms
 from kernel_agent.core.relative import over_baseline, speedup_vs_json
 
 
@@ -85,7 +86,14 @@ def speed_line(timing: dict | None) -> str:
         else f"; process effect {timing.get('process_effect', 0):.0%} assumed (one pair"
         + (f": {pairs['why_one']})" if pairs.get("why_one") else ")")
     )
-    return f"speed: {res['class']} ({res.get('words', '')}){shown}; ended by {res.get('ended_by')}{measured}"
+    first = pairs.get("second_look_of") or {}
+    again = (
+        f"; a second look: one pair read {first['speedup']:.3f}x [{first['ci'][0]:.3f}, {first['ci'][1]:.3f}], "
+        "could not resolve"
+        if first.get("ci")
+        else ""
+    )
+    return f"speed: {res['class']} ({res.get('words', '')}){shown}; ended by {res.get('ended_by')}{measured}{again}"
 
 
 def render(verdict, speedup_vs: dict | None = None) -> None:
@@ -101,10 +109,12 @@ def render(verdict, speedup_vs: dict | None = None) -> None:
     if verdict.speedup is not None:
         low, high = verdict.speedup_ci
         timing = verdict.timing
-        stdout.print(
-            f"speedup {verdict.speedup:.3f}x  {timing.get('ci_level', '95%')} CI [{low:.3f}, {high:.3f}]  "
-            f"baseline {timing['baseline']['median_ms']:.4f} ms  "
-            f"candidate {timing['candidate']['median_ms']:.4f} ms (medians, {timing.get('rounds')} rounds)",
+        times = {role: typical_ms(timing, role) for role in ("baseline", "candidate")}
+        sides = "  ".join(f"{role} {ms:.4f} ms" for role, ms in times.items() if ms is not None)
+        many = len(timing.get("per_shape") or []) > 1
+        stdout.print(  # the times whose ratio is the speedup (a median pooled over shapes is not: 1.09x read 14.8/15.6)
+            f"speedup {verdict.speedup:.3f}x  {timing.get('ci_level', '95%')} CI [{low:.3f}, {high:.3f}]  {sides} "
+            f"({'per-shape medians, geometric mean' if many else 'medians'}; {timing.get('rounds')} rounds)",
             highlight=False,
         )
         resolution_line = speed_line(timing)

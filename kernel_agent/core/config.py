@@ -216,6 +216,13 @@ class EvalConfig:
         "gains of 3-10% on small CPU problems become visible, at about 2.4x the time per verdict (off by default "
         "until that cost comes down; optimize re-times each kernel's best on --record-processes pairs).",
     )
+    second_look: int = option(
+        3,
+        minimum=1,
+        help="Pairs of processes that time again, fresh, a correct candidate whose one-pair reading points to a "
+        "gain it could not resolve (AMBIGUOUS; a small CPU problem): a 3-10% gain can then be accepted. "
+        "1: no second look.",
+    )
     isolation: IsolationLevel = option(
         IsolationLevel.AUTO, help="Sandbox isolation: auto (the strongest available), bwrap, unshare or process."
     )

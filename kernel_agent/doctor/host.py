@@ -103,7 +103,7 @@ def cgroup_checks() -> list[Check]:
                 "accounting",
                 "cgroup v2",
                 State.WEAK,
-                "no writable cgroup v2 folder: CPU from /proc ticks (10 ms), exited threads uncounted",
+                "no writable cgroup v2 folder: CPU from /proc (threads in ns; dead threads, children to 10 ms)",
                 "a writable cgroup (docker run --cgroupns=private, or systemd-run --user --scope -p Delegate=yes)",
             )
         )

@@ -8,7 +8,7 @@ from enum import Enum
 
 class State(str, Enum):
     OK = "ok"
-    WEAK = "weak"  # works, with less than the tool can use (a weaker isolation level, /proc ticks)
+    WEAK = "weak"  # works, with less than the tool can use (a weaker isolation level, /proc accounting)
     MISSING = "missing"  # a part of the tool will not work until fixed
     NOTE = "note"  # information, nothing to fix
 

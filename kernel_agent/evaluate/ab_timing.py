@@ -72,7 +72,7 @@ TAMPER_FRACTION = 0.35  # ...of its median claim
 TAMPER_SPREAD = 2.0  # ...and of the baseline's interquartile spread of that overhead
 TAMPER_MIN_MS = 0.02
 CORE_SLACK = 1.1  # CPU of the timed calls may exceed threads x their wall time by this factor...
-CORE_MIN_MS = {"cgroup cpu.stat": 5.0, "/proc stat ticks": 40.0}  # ...plus this (the accounting's granularity)
+CORE_MIN_MS = {"cgroup cpu.stat": 5.0, "/proc schedstat": 40.0}  # ...plus this (the accounting's granularity)
 THREAD_SLACK = 4  # tasks the candidate may run at once beyond the baseline's peak plus its thread budget
 REQUEST_MS = 2.0  # a request's kernel time should reach this (several calls per request for shorter kernels)...
 MAX_CALLS_PER_REQUEST = 64  # ...up to this many calls
@@ -675,9 +675,6 @@ def _over_pairs(runs: list[PairRun], ended: Ending) -> Interval:
     stop = ended.look
     ci = tuple(stop.ci) if stop is not None else est.ci
     t = processes.t_quantile(len(pairs) - 1, processes.LEVELS["95%"])  # per shape: over pairs
-    center = math.log(est.speedup)
-    noise = processes.t_quantile(est.within_df, processes.LEVELS["95%"]) * est.within_se
-    rounds_only = (math.exp(center - noise), math.exp(center + noise))
     every = [s for p in pairs for shape in p.baseline for r in shape for s in r]
     every_cand = [s for p in pairs for shape in p.candidate for r in shape for s in r]
     per_shape = []
@@ -702,7 +699,7 @@ def _over_pairs(runs: list[PairRun], ended: Ending) -> Interval:
         level=f"{LOOK_LEVEL:.1%} sequential over {len(pairs)} process pairs"
         if stop is not None
         else f"95% over {len(pairs)} process pairs",
-        statistical_ci=rounds_only,
+        statistical_ci=est.rounds_only(),
         process_effect=est.process_effect,
         baseline=Summary.of(every),
         candidate=Summary.of(every_cand),

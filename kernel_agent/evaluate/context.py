@@ -45,6 +45,7 @@ class EvalOptions(EvalConfig):
     profile_calls: int = 3
     gate: DeviceGate | NoGate = field(default_factory=NoGate, repr=False)  # shared by parallel evaluations
     trusted_source: bool = False  # a reference point (never candidate code): its work budget is recorded only
+    second_look_above: float = 1.0  # a second look only for a point above this too (the search's best so far)
 
     def __post_init__(self) -> None:
         if self.threads is None:  # "all cores", resolved here: the sandbox and the fingerprint need a number

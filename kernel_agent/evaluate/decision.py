@@ -30,10 +30,16 @@ class Decision:
 def cpu_guard(estimate: TimingResult) -> str | None:
     """Why a FAST must not stand: the candidate's sandbox used more CPU per wall second of its timed calls than
     the baseline's did and than its thread budget gives (work on a core it should not have had: b61_within_slack
-    read FAST once on a machine without a cpuset). None when it did not, or when the record has no ratios."""
+    read FAST once on a machine without a cpuset). None when it did not, when the record has no ratios, and when
+    no core beyond the budget was within reach: a cpuset held the sandbox to its budget's cores, or the budget
+    was every core (`cores` "any"). There the ratio can pass the budget only by CPU after the reply, before the
+    freeze: an honest two-thread OpenMP kernel's spinning threads read 2.10 against a budget of 2 in the demo."""
     ratios = estimate.cpu_per_wall
     cand, base = ratios.get("candidate"), ratios.get("baseline")
     if not cand or not base:
+        return None
+    cores = str((estimate.accounting.get("candidate") or {}).get("cores", ""))
+    if cores == "any" or cores.startswith("cpuset"):
         return None
     allowed = max(base, float(estimate.threads or 1)) * CPU_GUARD_SLACK
     if cand <= allowed:

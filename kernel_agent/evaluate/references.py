@@ -136,7 +136,9 @@ def reference_job(problem: Problem, kind: Reference, options: Any) -> ReferenceJ
         kind,
         replace(problem, check_shapes=[]),
         reference_source(problem, kind),
-        replace(options, backend="torch", profile=ProfileWhen.NEVER, sequential=False, trusted_source=True),
+        replace(
+            options, backend="torch", profile=ProfileWhen.NEVER, sequential=False, trusted_source=True, second_look=1
+        ),
     )
 
 

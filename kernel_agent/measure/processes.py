@@ -112,6 +112,11 @@ class ProcessEstimate:
         low, high = self.ci
         return math.expm1(math.log(high / low) / 2) if low > 0 and math.isfinite(high) else math.inf
 
+    def rounds_only(self, level: str = "95%") -> tuple[float, float]:
+        """The interval round noise alone would give (no process effect): the `statistical_ci` of several pairs."""
+        half = t_quantile(self.within_df, LEVELS[level]) * self.within_se if self.within_se > 0 else 0.0
+        return math.exp(math.log(self.speedup) - half), math.exp(math.log(self.speedup) + half)
+
     def mde(self, min_gain: float) -> float:
         """The smallest true gain (0.05: 5%) that clears 1 + min_gain with 80% power at this design."""
         return mde(self.se, self.df, min_gain)
@@ -150,7 +155,7 @@ def estimate(pairs: list[PairRecords], level: str = "95%") -> ProcessEstimate:
     within_df = sum(p.rounds - 1 for p in pairs)
     table = LEVELS[level]
     over_pairs = t_quantile(count - 1, table) * between / math.sqrt(count) if count > 1 else math.inf
-    rounds_only = t_quantile(within_df, table) * within_se if within_se > 0 else 0.0
+    rounds_only = t_quantile(within_df, table) * within_se if within_se > 0 else 0.0  # as .rounds_only(level)
     if over_pairs >= rounds_only:
         half, se, df = over_pairs, (between / math.sqrt(count) if count > 1 else math.inf), count - 1
     else:

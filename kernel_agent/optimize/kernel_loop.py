@@ -183,10 +183,9 @@ class KernelLoop:
         if self.state.baseline is None:
             self.progress("baseline", {"kernel": self.label})
             started = time.perf_counter()
+            options = replace(self._eval_options(ProfileWhen.ALWAYS), second_look=1)  # itself: nothing to resolve
             verdict = settled(
-                self.shared.executor.submit(
-                    self.problem, self.problem.baseline_as_candidate, self._eval_options(ProfileWhen.ALWAYS)
-                ),
+                self.shared.executor.submit(self.problem, self.problem.baseline_as_candidate, options),
                 self.problem,
             )
             self.recorder.baseline_verdict(self.state, verdict, _seconds(verdict, started))
@@ -291,11 +290,9 @@ class KernelLoop:
             {"kernel": self.label, "round": candidate.round, "candidate": candidate.id, "note": candidate.note},
         )
         started = time.perf_counter()
-        return InFlight(
-            candidate,
-            self.shared.executor.submit(self.problem, candidate.source, self._eval_options(ProfileWhen.FASTER)),
-            started,
-        )
+        # a second look only where the candidate could become the best
+        options = replace(self._eval_options(ProfileWhen.FASTER), second_look_above=self.state.best_speedup())
+        return InFlight(candidate, self.shared.executor.submit(self.problem, candidate.source, options), started)
 
     def _eval_options(self, profile: ProfileWhen) -> EvalOptions:
         """The run's options, with this device's ceilings (the roofline floor is part of every decision)."""

@@ -514,7 +514,7 @@ class ProcessControl:
         return total
 
     def accounting(self) -> str:
-        return "cgroup cpu.stat" if self.cgroup is not None else "/proc stat ticks"
+        return "cgroup cpu.stat" if self.cgroup is not None else "/proc schedstat"
 
     def kill(self) -> None:
         """SIGKILL every process of the sandbox (it ends stopped processes too)."""

@@ -69,3 +69,18 @@ def test_fast_is_refused_when_the_candidate_bought_its_time_with_cpu_the_baselin
     assert decide(estimate(1.2, 1.1, 1.3, cpu_per_wall=honest), [], 0.02, 10.0, []).status is Status.FASTER
     two = estimate(1.8, 1.7, 1.9, cpu_per_wall={"baseline": 0.98, "candidate": 1.9}, threads=2)
     assert decide(two, [], 0.02, 10.0, []).status is Status.FASTER
+
+
+def test_the_cpu_guard_stands_aside_where_no_core_beyond_the_budget_was_within_reach() -> None:
+    """The cpu_per_wall of the demo's cpp_adamw fused seed (two OpenMP threads, a budget of both cores): 2.10, its
+    spinning threads' CPU between the reply and the freeze. Held by a cpuset, or with every core in its budget,
+    no core was left to hide work on; pinned by affinity alone (which the sandbox can undo) the guard stands."""
+    spinning = {"baseline": 0.98, "candidate": 2.10}
+
+    def held(cores: str) -> TimingResult:
+        return estimate(7.1, 5.2, 9.7, cpu_per_wall=spinning, threads=2, accounting={"candidate": {"cores": cores}})
+
+    assert decide(held("any"), [], 0.02, 10.0, []).status is Status.FASTER
+    assert decide(held("cpuset 0-1"), [], 0.02, 10.0, []).status is Status.FASTER
+    refused = decide(held("affinity"), [], 0.02, 10.0, [])
+    assert refused.status is Status.CORRECT and "2.10 s of CPU per second" in refused.reason
