@@ -257,10 +257,12 @@ class ProcCpu:
     four ticks above the kernel's own whole-process count (utime, stime and the reaped children's two, each
     truncated to a tick; dead threads included). Ticks alone are too coarse: a 5 ms timed call reads 0 or
     10 ms. What the threads' sum misses (threads that died unseen) is carried as a per-process offset, lifted
-    whenever the count passes it, so nothing hides more than the count's own truncation."""
+    whenever the count passes it, so nothing hides more than the count's own truncation. A read costs the live
+    threads only: a thread gone since the last read is folded into its process's `dead` total."""
 
     def __init__(self) -> None:
-        self.threads: dict[tuple[int, int], int] = {}  # (pid, tid) -> the thread's run time at the last read
+        self.live: dict[int, dict[int, int]] = {}  # pid -> tid -> the thread's run time at the last read
+        self.dead: dict[int, int] = {}  # pid -> the last run times of its threads gone since
         self.offset: dict[int, int] = {}
         self.last: dict[int, int] = {}  # pid -> its CPU at the last read (exited processes keep it)
 
@@ -273,13 +275,17 @@ class ProcCpu:
             tasks = os.listdir(f"/proc/{pid}/task")
         except OSError:
             tasks = []
+        live: dict[int, int] = {}
         for tid in tasks:
             try:
                 with open(f"/proc/{pid}/task/{tid}/schedstat") as handle:
-                    self.threads[(pid, int(tid))] = int(handle.read().split()[0])
+                    live[int(tid)] = int(handle.read().split()[0])
             except (OSError, ValueError, IndexError):
                 continue
-        precise = sum(ns for (owner, _), ns in self.threads.items() if owner == pid)
+        before = self.live.get(pid, {})
+        self.dead[pid] = self.dead.get(pid, 0) + sum(ns for tid, ns in before.items() if tid not in live)
+        self.live[pid] = live
+        precise = self.dead[pid] + sum(live.values())
         offset = self.offset.get(pid, 0)
         offset = min(max(offset, floor - precise), floor + 4 * CLOCK_TICK_NS - precise)
         self.offset[pid] = offset

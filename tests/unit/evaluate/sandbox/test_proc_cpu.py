@@ -13,8 +13,8 @@ import pytest
 
 from kernel_agent.evaluate.sandbox.control import CLOCK_TICK_NS, ProcCpu
 
-# Each round: burn about 3 ms of CPU (in a thread that ends before the round does, when asked), print the
-# process's own CPU clock, stop until continued.
+# Each round: burn about 3 ms of CPU (inline, in a thread that ends before the stop, or in one that is seen alive
+# at the stop and ends in the next round), print the process's own CPU clock, stop until continued.
 CHILD = r"""
 import os, signal, sys, threading, time
 
@@ -23,12 +23,22 @@ def burn(ns):
     while time.thread_time_ns() < end:
         pass
 
-threaded = sys.argv[1] == "threads"
+mode = sys.argv[1]
+previous = None
 for _ in range(int(sys.argv[2])):
-    if threaded:
+    if mode == "threads":  # each thread ends before the stop: never seen alive
         worker = threading.Thread(target=burn, args=(3_000_000,))
         worker.start()
         worker.join()
+    elif mode == "across":  # each thread is seen alive at one stop and has ended by the next
+        if previous is not None:
+            previous[1].set()
+            previous[0].join()
+        done = threading.Event()
+        worker = threading.Thread(target=lambda d=done: (burn(3_000_000), d.wait()))
+        worker.start()
+        time.sleep(0.02)  # its burn is over (3 ms of CPU); it waits alive for the next round
+        previous = (worker, done)
     else:
         burn(3_000_000)
     print(time.process_time_ns(), flush=True)
@@ -76,3 +86,10 @@ def test_threads_that_died_between_reads_are_not_lost() -> None:
         assert read >= own - 2 * CLOCK_TICK_NS, seen
     growth_read, growth_own = seen[-1][1] - seen[0][1], seen[-1][0] - seen[0][0]
     assert growth_read >= growth_own - 2 * CLOCK_TICK_NS, seen
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/schedstat"), reason="this kernel has no schedstat")
+def test_a_thread_seen_alive_keeps_its_time_after_it_ends() -> None:
+    seen = _rounds("across", 8)
+    for (own_before, read_before), (own_after, read_after) in zip(seen, seen[1:]):
+        assert abs((read_after - read_before) - (own_after - own_before)) < 1_000_000, seen
