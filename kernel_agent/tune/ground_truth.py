@@ -122,7 +122,9 @@ def time_config(
     verdict = evaluate(
         sub,
         source,
-        dataclasses.replace(options, timing_rounds=rounds, seeds_per_shape=seeds, profile=ProfileWhen.NEVER),
+        dataclasses.replace(  # a measurement per config, not a decision: no second look (a screen stays quick)
+            options, timing_rounds=rounds, seeds_per_shape=seeds, profile=ProfileWhen.NEVER, second_look=1
+        ),
     )
     return rows_of(verdict, config, shapes, plan.dtype, stage)
 
