@@ -1,4 +1,4 @@
-"""False accepts of honest copies with and without the fresh-pair confirmation (measure/confirmation.py).
+"""False accepts of honest copies with and without the fresh-pair confirmation (timing/confirmation.py).
 
 Usage: python benchmarks/confirmation_aa.py [--runs N] [--sandbox DIR]
 
@@ -20,8 +20,8 @@ from rich.console import Console
 from rich.table import Table
 
 from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
-from kernel_agent.measure.confirmation import CONFIRM_BELOW
 from kernel_agent.problem.load import load_problem
+from kernel_agent.timing.confirmation import CONFIRM_BELOW
 
 ROOT = Path(__file__).resolve().parents[1]
 SOFTMAX = ROOT / "tests" / "fixtures" / "softmax64"

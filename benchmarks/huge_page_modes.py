@@ -23,8 +23,8 @@ from rich.console import Console
 from rich.table import Table
 
 from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
-from kernel_agent.evaluate.sandbox import isolation
 from kernel_agent.problem.load import load_problem
+from kernel_agent.sandbox.host import isolation
 
 PROBLEMS = ["examples/cpp_softmax", "examples/torch_opchain"]
 MODES = ("whole process", "heap after import")

@@ -30,7 +30,7 @@ def doctor_command(
     from rich.text import Text
 
     from kernel_agent.doctor import survey
-    from kernel_agent.evaluate.sandbox.levels import attempts, notice
+    from kernel_agent.sandbox.host.levels import attempts, notice
 
     checks = survey(db, sandbox, isolation.value)
     tried = attempts(isolation.value)
@@ -62,7 +62,7 @@ def print_fallback(preferred: str) -> None:
     """The doctor's one line on stderr when an evaluation here gets a weaker level than bwrap (auto only: a level
     the user named is no fallback), and one more when the sandbox uid cannot reach the interpreter there."""
     from kernel_agent.cli.common import stderr
-    from kernel_agent.evaluate.sandbox.levels import attempts, notice, unreachable
+    from kernel_agent.sandbox.host.levels import attempts, notice, unreachable
 
     tried = attempts(preferred)
     lines = [notice(tried) if preferred == IsolationLevel.AUTO else None]

@@ -49,7 +49,7 @@ def speed_classes(database, run_id: int) -> list[dict[str, int]]:
     from collections import Counter
 
     from kernel_agent.db.review_reads import run_kernels
-    from kernel_agent.measure.speed_class import label
+    from kernel_agent.timing.speed_class import label
 
     return [
         dict(Counter(c for c in (label(cand.verdict.get("timing")) for cand in k.candidates) if c))

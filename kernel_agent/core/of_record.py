@@ -44,7 +44,7 @@ def typical_ms(timing: dict | None, role: str) -> float | None:
 
 def stopped_early(timing: dict[str, Any] | None) -> bool:
     """Whether a verdict's A/B timing (either pair of a confirmed one) ended before its last round: the
-    timing record's `stopping` (evaluate/ab_timing.py), else fewer rounds than the most."""
+    timing record's `stopping` (timing/ab_timing.py), else fewer rounds than the most."""
     if not timing:
         return False
     pairs = timing.get("pairs") or [timing]
@@ -92,7 +92,7 @@ class Reading:
     early: bool = False
     reason: str = ""  # said only where nothing was timed
     pairs: int = 1  # pairs of processes that timed it together (several: the process effect was measured)
-    speed_class: str = ""  # FAST, SAME, AMBIGUOUS or SLOW where the timing resolved one (measure/speed_class.py)
+    speed_class: str = ""  # FAST, SAME, AMBIGUOUS or SLOW where the timing resolved one (timing/speed_class.py)
 
     @classmethod
     def timed(

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from kernel_agent.doctor.record import Check, State
-from kernel_agent.evaluate.sandbox.isolation import (
+from kernel_agent.sandbox.host.isolation import (
     Isolation,
     package_dir,
     prepare_workdir,
@@ -19,7 +19,7 @@ from kernel_agent.evaluate.sandbox.isolation import (
     sandbox_env,
     wrap,
 )
-from kernel_agent.evaluate.sandbox.levels import ORDER, attempt, attempts
+from kernel_agent.sandbox.host.levels import ORDER, attempt, attempts
 
 CAP_SYS_PTRACE = 19
 
@@ -52,7 +52,7 @@ def worker_python_check(isolation: Isolation, sandbox_root: Path) -> Check:
     workdir = Path(tempfile.mkdtemp(prefix="doctor-", dir=root))
     try:
         prepare_workdir(workdir, isolation.uid)
-        code = "import torch, kernel_agent.evaluate.sandbox.worker"
+        code = "import torch, kernel_agent.sandbox.inside.worker"
         command = wrap([sys.executable, "-P", "-s", "-B", "-c", code], isolation, workdir)
         env = sandbox_env({"PYTHONPATH": str(package_dir().parent)}, workdir)
         try:

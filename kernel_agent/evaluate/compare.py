@@ -16,45 +16,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from kernel_agent.core.comparison import Comparison, Mismatch, Tolerance
 from kernel_agent.problem.load import as_outputs
-
-
-@dataclass
-class Tolerance:
-    rtol: float
-    atol: float
-    norm: float
-
-
-@dataclass
-class Mismatch:
-    """Why one output failed, with the first bad index and magnitudes for the author."""
-
-    check: str
-    output: int
-    message: str
-    index: list[int] | None = None
-    got: float | None = None
-    expected: float | None = None
-    max_abs_error: float | None = None
-
-    def line(self) -> str:
-        return f"output {self.output}: {self.message}"
-
-
-@dataclass
-class Comparison:
-    passed: bool
-    mismatch: Mismatch | None = None
-    max_abs_error: float = 0.0
-    rel_norm_error: float = 0.0
-    base_max_abs_error: float = 0.0
-    details: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _first_index(mask: torch.Tensor) -> list[int]:

@@ -18,12 +18,12 @@ import torch
 from kernel_agent.core.config import EvalConfig, GpuData, ProfileWhen
 from kernel_agent.evaluate.backends.base import BuildContext
 from kernel_agent.evaluate.canaries import LOAD_AUDIT_BYTES
-from kernel_agent.evaluate.deadline import Deadline
 from kernel_agent.evaluate.device_lock import DeviceGate, NoGate
-from kernel_agent.evaluate.sandbox.isolation import Isolation, Limits
-from kernel_agent.evaluate.sandbox.shm import nbytes
 from kernel_agent.problem.footprint import Footprint, largest_footprint
 from kernel_agent.problem.load import Problem
+from kernel_agent.sandbox.deadline import Deadline
+from kernel_agent.sandbox.host.isolation import Isolation, Limits
+from kernel_agent.sandbox.host.shm import nbytes
 
 CPU_PER_TIMEOUT = 2.5  # a sandbox's RLIMIT_CPU: this x the timeout x its threads (+10 s)
 

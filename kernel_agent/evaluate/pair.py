@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernel_agent.evaluate.sandbox.session import WorkerSession
+from kernel_agent.sandbox.host.session import WorkerSession
 
 
 class SessionPair:

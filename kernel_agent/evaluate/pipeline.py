@@ -28,17 +28,18 @@ from kernel_agent.core.fingerprint import fingerprint
 from kernel_agent.core.verdict import Refusal, Status, StatusError, Verdict
 from kernel_agent.evaluate import preparation
 from kernel_agent.evaluate.context import EvalContext, EvalOptions, run_device, sized
-from kernel_agent.evaluate.deadline import Deadline
 from kernel_agent.evaluate.pair import SessionPair
 from kernel_agent.evaluate.preparation import Built, EvaluationError, Linted, Plan, Tolerances
-from kernel_agent.evaluate.sandbox.isolation import probe, reachable_root
-from kernel_agent.evaluate.sandbox.session import WorkerFailure, WorkerSession, WorkerSpec
-from kernel_agent.evaluate.sandbox.shm import InputSegment, segment_bytes
-from kernel_agent.evaluate.timing import TimingOutcome, baseline_failure, time_candidate
+from kernel_agent.evaluate.timed import TimingOutcome, baseline_failure, time_candidate
 from kernel_agent.evaluate.verification import CheckReport, Verifier
 from kernel_agent.problem.footprint import POOL_BYTES, available_bytes, gold_fits, refusal
 from kernel_agent.problem.load import Problem
 from kernel_agent.problem.oracle import CaseMaker, fresh_seed
+from kernel_agent.sandbox.deadline import Deadline
+from kernel_agent.sandbox.host.isolation import probe, reachable_root
+from kernel_agent.sandbox.host.session import WorkerFailure, WorkerSession, WorkerSpec
+from kernel_agent.sandbox.host.shm import InputSegment, segment_bytes
+from kernel_agent.sandbox.protocol import Profile
 
 __all__ = ["EvalOptions", "Evaluation", "EvaluationError", "evaluate", "run_device", "sized"]
 
@@ -135,7 +136,7 @@ class Evaluation:
             raise refused
         ctx.gold_fits = footprint is None or gold_fits(footprint, host)
         if ctx.device_data and footprint is not None:  # device memory, sized and refused like the host's
-            from kernel_agent.evaluate.device.setup import check_device_memory
+            from kernel_agent.sandbox.device.setup import check_device_memory
 
             budget_gb, described = ctx.options.device_memory_budget, footprint.describe()
             ctx.gold_fits = check_device_memory(footprint, ctx.problem.dtypes, budget_gb, described) and ctx.gold_fits
@@ -183,8 +184,8 @@ class Evaluation:
         self.first_session = self.first_session and not first
         deadline = ctx.candidate_time if first else Deadline(ctx.options.timeout)
         if ctx.device_data:
-            from kernel_agent.evaluate.device.setup import new_exchange
-            from kernel_agent.evaluate.sandbox.device_session import DeviceWorkerSession
+            from kernel_agent.sandbox.device.setup import new_exchange
+            from kernel_agent.sandbox.host.device_session import DeviceWorkerSession
 
             self.exchange = self.exchange or new_exchange()
             args = (spec, workdir, ctx.isolation, ctx.limits(), deadline, self.segment)
@@ -256,8 +257,7 @@ def profile(ctx: EvalContext, candidate: WorkerSession, maker: CaseMaker) -> dic
     shape, dtype = ctx.problem.shapes[0], ctx.problem.dtypes[0]
     inputs = maker.inputs(shape, dtype, "normal", fresh_seed())
     try:
-        message = {"cmd": "profile", "calls": ctx.options.profile_calls, **candidate.place(inputs)}
-        reply = candidate.request(message, "profile")
+        reply = candidate.request(Profile(ctx.options.profile_calls, candidate.place(inputs)), "profile")
     except WorkerFailure as exc:
         return {"error": f"profile unavailable: {exc.reason}"[:300]}
     breakdown = sanitize(reply.get("breakdown"), ctx.device) if reply.get("ok") else None

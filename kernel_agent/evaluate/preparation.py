@@ -9,16 +9,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernel_agent.core.comparison import Tolerance
 from kernel_agent.core.verdict import Status, StatusError
 from kernel_agent.evaluate.backends import detect_backend, get_backend
 from kernel_agent.evaluate.backends.base import Backend, BuildFailed, Prepared
 from kernel_agent.evaluate.backends.lint import defines
-from kernel_agent.evaluate.compare import Tolerance
 from kernel_agent.evaluate.context import EvalContext
-from kernel_agent.evaluate.sandbox.isolation import write_trusted
-from kernel_agent.evaluate.sandbox.session import WorkerSpec
 from kernel_agent.evaluate.tolerance import Checked, checked_tolerance
 from kernel_agent.problem.oracle import CaseMaker, CaseSpec, check_plan
+from kernel_agent.sandbox.host.isolation import write_trusted
+from kernel_agent.sandbox.host.session import WorkerSpec
 
 INTERPRETER_MAX_ELEMENTS = 1 << 16  # larger shapes are skipped under the Triton interpreter (too slow)
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from kernel_agent.evaluate.compare import Tolerance
+from kernel_agent.core.comparison import Tolerance
 from kernel_agent.problem.load import Problem
 from kernel_agent.problem.oracle import CaseMaker, fresh_seed
 

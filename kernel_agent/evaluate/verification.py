@@ -12,10 +12,11 @@ from kernel_agent.evaluate.canaries import LOAD_AUDIT_BYTES, check_canaries
 from kernel_agent.evaluate.compare import Comparison, compare, compare_same_dtype
 from kernel_agent.evaluate.context import EvalContext
 from kernel_agent.evaluate.preparation import EvaluationError, Tolerances
-from kernel_agent.evaluate.sandbox.session import WorkerFailure, WorkerSession
-from kernel_agent.evaluate.sandbox.shm import ExpectedOutput, expected_outputs, nbytes
 from kernel_agent.problem.load import ProblemError
 from kernel_agent.problem.oracle import CaseMaker, CaseSpec
+from kernel_agent.sandbox.host.session import WorkerFailure, WorkerSession
+from kernel_agent.sandbox.host.shm import ExpectedOutput, expected_outputs, nbytes
+from kernel_agent.sandbox.protocol import Check
 
 # Check inputs up to this size get their references before the worker's call (cheap, and they size
 # its outputs); larger ones after it, so the reference's peak never meets the worker's.
@@ -150,11 +151,10 @@ class Verifier:
 
 def check_request(
     side: WorkerSession, inputs: list[torch.Tensor], repeat: int, expected: tuple[ExpectedOutput, ...]
-) -> dict:
+) -> Check:
     """A check call's request: its inputs placed, allocator memory poisoned first (NaN, then another sentinel)."""
-    return {
-        "cmd": "check",
-        "poison_bytes": sum(e.nbytes for e in expected),
-        "poison_value": float("nan") if repeat == 0 else -7.0e37,
-        **side.place(inputs),
-    }
+    return Check(
+        poison_bytes=sum(e.nbytes for e in expected),
+        poison_value=float("nan") if repeat == 0 else -7.0e37,
+        placed=side.place(inputs),
+    )

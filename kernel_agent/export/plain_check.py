@@ -24,10 +24,10 @@ import torch
 from kernel_agent.evaluate.backends import detect_backend
 from kernel_agent.evaluate.compare import compare
 from kernel_agent.evaluate.preparation import INTERPRETER_MAX_ELEMENTS
-from kernel_agent.evaluate.sandbox.shm import nbytes
 from kernel_agent.evaluate.tolerance import checked_tolerance
 from kernel_agent.problem.load import Problem
 from kernel_agent.problem.oracle import CaseMaker, fresh_seed
+from kernel_agent.sandbox.host.shm import nbytes
 
 CASE_BYTES = 256 << 20  # a case's inputs beyond this stay out (one smallest case always runs)
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "DATABASE_URL", "CREDENTIAL")

@@ -24,7 +24,7 @@ from kernel_agent.core.verdict import RefusalKind, Status, Verdict
 from kernel_agent.db.session import Database
 from kernel_agent.evaluate.pipeline import EvalOptions, run_device
 from kernel_agent.evaluate.references import references
-from kernel_agent.evaluate.timing import pair_plan
+from kernel_agent.evaluate.timed import pair_plan
 from kernel_agent.optimize.budget import Budget
 from kernel_agent.optimize.config import BudgetLimits, SearchConfig
 from kernel_agent.optimize.executors.local import Executor, LocalExecutor

@@ -1,7 +1,7 @@
 """The model with and without the package's kernels: outputs compared, forward passes A/B-timed, share of time.
 
 Why the same statistics as a verdict: an end-to-end number beside a micro one only means something when both
-come from the same estimator, so the rounds here feed `measure/stats.py` `speedup_interval` (median ratio per
+come from the same estimator, so the rounds here feed `timing/stats.py` `speedup_interval` (median ratio per
 shape, geometric mean over shapes, round bootstrap widened by the between-process term) and the busy-machine rule
 of `measure/contention.py`. Unlike a verdict this runs in one process, the user's, on the recipe's model: the
 package's code was checked against its digests first, and this is where it runs.
@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from kernel_agent.measure.contention import contention, core_times
-from kernel_agent.measure.stats import SpeedupEstimate, calls_per_block, speedup_interval
+from kernel_agent.timing.stats import SpeedupEstimate, calls_per_block, speedup_interval
 
 TARGET_BLOCK_MS = 100.0  # one side's calls per block, as a verdict's requests per block (stats.calls_per_block)
 SHARE_CALLS = 5  # forward passes whose hooked layer times give each layer's share

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kernel_agent.core.timing_result import geometric_mean
 from kernel_agent.core.tuning import Shape
-from kernel_agent.measure.stats import geometric_mean
 from kernel_agent.select.abstain import Abstaining
 from kernel_agent.select.base import Context, Pick, Selector
 from kernel_agent.select.table import GroundTruth

@@ -16,9 +16,9 @@ from docsite.markdown import code, prose
 
 # (module, function): every function whose strings become a verdict's flags (decision.decide gathers them).
 FLAG_SOURCES = (
-    ("kernel_agent.evaluate.decision", "decide"),
-    ("kernel_agent.evaluate.decision", "floor_flags"),
-    ("kernel_agent.evaluate.ab_timing", "_cross_check"),
+    ("kernel_agent.timing.decision", "decide"),
+    ("kernel_agent.timing.decision", "floor_flags"),
+    ("kernel_agent.timing.ab_timing", "_cross_check"),
 )
 
 

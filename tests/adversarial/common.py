@@ -23,8 +23,8 @@ from pathlib import Path
 
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
-from kernel_agent.evaluate.sandbox.isolation import Limits
 from kernel_agent.problem.load import load_problem
+from kernel_agent.sandbox.host.isolation import Limits
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

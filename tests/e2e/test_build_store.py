@@ -21,7 +21,7 @@ from kernel_agent.evaluate.backends import lint as checks
 from kernel_agent.evaluate.backends.base import BuildContext, BuildFailed
 from kernel_agent.evaluate.backends.cpp_build import build_in_sandbox
 from kernel_agent.evaluate.backends.registry import get_backend
-from kernel_agent.evaluate.sandbox.isolation import Limits, probe, wrap
+from kernel_agent.sandbox.host.isolation import Limits, probe, wrap
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "adversarial" / "fixtures"
@@ -135,7 +135,7 @@ def test_the_candidate_loads_its_library_and_cannot_list_the_store(tmp_path: Pat
     source = f"CPP_SOURCE = r'''{SMALL % 42}'''\n"
     work = tmp_path / "work"
     prepared = get_backend("cpp").prepare(source, "cpu", work, build)
-    from kernel_agent.evaluate.sandbox.isolation import prepare_workdir, sandbox_env
+    from kernel_agent.sandbox.host.isolation import prepare_workdir, sandbox_env
 
     prepare_workdir(work, build.isolation.uid)
     script = (

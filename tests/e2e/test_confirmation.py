@@ -1,5 +1,5 @@
 """A small gain is timed again on a fresh pair of processes before it is called faster
-(measure/confirmation.py). The bar is raised here so that a real 1.4x gain goes through it."""
+(timing/confirmation.py). The bar is raised here so that a real 1.4x gain goes through it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from adversarial.common import sandbox_processes
 from conftest import CANDIDATES, SOFTMAX
 
 from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
-from kernel_agent.measure import confirmation
 from kernel_agent.problem.load import load_problem
+from kernel_agent.timing import confirmation
 
 
 def test_a_confirmed_gain_comes_from_two_independent_pairs(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:

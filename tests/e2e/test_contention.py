@@ -14,8 +14,8 @@ import pytest
 from conftest import SOFTMAX
 
 from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
-from kernel_agent.evaluate.sandbox.groups import timing_cpus
 from kernel_agent.problem.load import load_problem
+from kernel_agent.sandbox.host.groups import timing_cpus
 
 SPIN = "import time\nend = time.monotonic() + 600\nwhile time.monotonic() < end:\n    pass\n"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_agent.evaluate.sandbox.isolation import (
+from kernel_agent.sandbox.host.isolation import (
     MB,
     SANDBOX_UID,
     SANDBOX_WRITABLE,

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from kernel_agent.evaluate.sandbox.control import Cgroup, ProcessControl, cgroup_root
+from kernel_agent.sandbox.host.control import Cgroup, ProcessControl, cgroup_root
 
 BUSY = textwrap.dedent("""
     import os, sys, threading, time

@@ -73,7 +73,7 @@ class BuildContext:
 
     A source can keep gcc busy at compile time or make a multi-gigabyte library, so a build runs
     under rlimits and never past `deadline` (time.monotonic(): the end of the evaluation's
-    timeout) nor `timeout` seconds. `limits` are the evaluation's (kernel_agent.evaluate.sandbox.isolation
+    timeout) nor `timeout` seconds. `limits` are the evaluation's (kernel_agent.sandbox.host.isolation
     .Limits); the compiler gets the tighter of them and the caps here."""
 
     store: Path

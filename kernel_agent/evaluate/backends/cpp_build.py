@@ -114,7 +114,7 @@ class _CompilerLimits:
 
 
 def _compile(cpp_source: str, build: BuildContext, tmp: Path, wall: float) -> Path:
-    from kernel_agent.evaluate.sandbox.isolation import prepare_workdir, sandbox_env, wrap, write_trusted
+    from kernel_agent.sandbox.host.isolation import prepare_workdir, sandbox_env, wrap, write_trusted
 
     prepare_workdir(tmp, build.isolation.uid, writable=("out",))
     write_trusted(tmp / "kernel.cpp", cpp_source.encode())  # 0644 under any umask: the compiler runs as the sandbox uid

@@ -47,8 +47,8 @@ def test_the_verdicts_guide_names_exactly_the_statuses_the_code_has() -> None:
     """The guide's tables of statuses and speed classes and its list of kernel outcomes, against the enums: a
     status added, renamed or removed in the code fails here until the guide says what it means."""
     from kernel_agent.core.verdict import Status
-    from kernel_agent.measure.speed_class import SpeedClass
     from kernel_agent.optimize.search_state import KernelStatus
+    from kernel_agent.timing.speed_class import SpeedClass
 
     text = (DOCS / "guide" / "verdicts.md").read_text()
     statuses, classes = text.split("## The statuses", 1)[1].split("## The speed class", 1)

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 from conftest import EXAMPLES
 
 from kernel_agent.cli.eval_cmd import speed_line
-from kernel_agent.evaluate import timing
+from kernel_agent.evaluate import timed as timing
 from kernel_agent.evaluate.pipeline import EvalOptions
-from kernel_agent.measure.speed_class import SpeedClass
 from kernel_agent.problem.load import load_problem
+from kernel_agent.timing.speed_class import SpeedClass
 
 
 def context(processes: int, device: str = "cpu", problem: str = "cpp_softmax") -> SimpleNamespace:

@@ -163,7 +163,7 @@ def test_restart_bookkeeping_resumes_in_flight_candidates_once() -> None:
 
 
 def early(speedup: float, ci: tuple[float, float], settled_early: bool = True, status: str = "faster") -> Verdict:
-    """A verdict whose timing record says whether a sequential look ended it (evaluate/ab_timing.py `stopping`)."""
+    """A verdict whose timing record says whether a sequential look ended it (timing/ab_timing.py `stopping`)."""
     verdict = timed(status, speedup)
     verdict.speedup_ci = list(ci)
     assert verdict.timing is not None
