@@ -22,7 +22,7 @@ from pathlib import Path
 from kernel_agent.db.session import open_database
 from kernel_agent.db.tuning import VariantKey
 from kernel_agent.db.writes import problem_hash, sha256
-from kernel_agent.measure.profile import fingerprint_key
+from kernel_agent.measure.ceilings import fingerprint_key
 from kernel_agent.optimize.config import SearchConfig
 from kernel_agent.problem.load import load_problem
 from kernel_agent.select import abstain, report, stored

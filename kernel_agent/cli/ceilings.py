@@ -16,7 +16,8 @@ def profile_ceilings(db: str | None, device: str, threads: int | None, remeasure
     """The ceilings `optimize` uses for this device fingerprint (stored once in the database),
     and where they came from. Without the database packages (the GPU machine) they are
     measured now and not stored."""
-    from kernel_agent.measure.profile import ProfileError, ceilings_from_dict, fingerprint_key, measure_ceilings
+    from kernel_agent.measure.ceilings import ceilings_from_dict, fingerprint_key, measure_ceilings
+    from kernel_agent.measure.error import ProfileError
 
     try:
         try:

@@ -57,7 +57,9 @@ def profile_command(
     import torch
 
     from kernel_agent.evaluate.pipeline import EvalOptions, run_device
-    from kernel_agent.measure.profile import ProfileError, build_profile, shape_rows
+    from kernel_agent.measure.error import ProfileError
+    from kernel_agent.measure.profile import build_profile
+    from kernel_agent.measure.roofline import shape_rows, without_candidate
     from kernel_agent.problem.load import ProblemError, load_problem
 
     device = evaluation.device
@@ -93,10 +95,10 @@ def profile_command(
     except ProfileError as exc:
         fail(str(exc))
     if role == "baseline":  # A/A: the "candidate" side is the baseline again; keep one set of numbers
-        rows = [{k: v for k, v in row.items() if not k.startswith("candidate_")} for row in rows]
+        rows = without_candidate(rows)
     breakdown = operator_breakdown(loaded, verdict, role, where)
     profile = build_profile(
-        loaded, timing, where, measured, rows=rows, role=role, breakdown=breakdown if "error" not in breakdown else None
+        loaded, timing, measured, rows=rows, role=role, breakdown=breakdown if "error" not in breakdown else None
     )
 
     report = ProfileReport(
@@ -116,29 +118,29 @@ class ProfileReport:
 
     problem: str
     device: str
-    ceilings: Any  # measure.profile.Ceilings, or None
+    ceilings: Any  # measure.ceilings.Ceilings, or None
     ceilings_origin: str
-    rows: list[dict[str, Any]]
+    rows: list[Any]  # measure.roofline.RooflineRow, one per benchmark shape
     profile: dict[str, Any]
     timing: dict[str, Any] | None
     breakdown: dict[str, Any]
 
     def to_json(self) -> dict[str, Any]:
-        from kernel_agent.measure.profile import ceilings_to_dict
+        from kernel_agent.measure.ceilings import ceilings_to_dict
 
         suspicious = [
-            row for row in self.rows if row.get("candidate_faster_than_floor") or row.get("baseline_faster_than_floor")
+            row for row in self.rows if any(side and side.faster_than_floor for side in (row.baseline, row.candidate))
         ]
         return {
             "problem": self.problem,
             "device": self.device,
             "ceilings": ceilings_to_dict(self.ceilings) if self.ceilings is not None else None,
             "ceilings_origin": self.ceilings_origin,
-            "shapes": self.rows,
+            "shapes": [row.detail() for row in self.rows],
             "profile": self.profile,
             "timing": self.timing,
             "breakdown": self.breakdown,
-            "faster_than_floor": [row["shape"] for row in suspicious],
+            "faster_than_floor": [list(row.shape) for row in suspicious],
         }
 
 
@@ -158,7 +160,7 @@ def timed(problem, source: str, options) -> Any:  # noqa: ANN001 - a Problem and
 
 def operator_breakdown(problem, verdict, role: str, where: str) -> dict[str, Any]:  # noqa: ANN001 - a Problem and a Verdict
     """The torch.profiler breakdown: the one the sandboxed process reported, else (for the baseline) one taken here."""
-    from kernel_agent.measure.profile import profiler_breakdown
+    from kernel_agent.measure.trusted_breakdown import profiler_breakdown
 
     if verdict is not None and verdict.profile:
         return {"role": role, **verdict.profile}  # profiled inside its sandbox after the timing
@@ -217,7 +219,7 @@ def _fmt(value: Any, unit: str = "") -> str:
 
 def show_ceilings(device: str, ceilings, origin: str, json_output: bool) -> None:
     """`profile --ceilings` without a problem: the device's ceilings alone."""
-    from kernel_agent.measure.profile import ceilings_to_dict
+    from kernel_agent.measure.ceilings import ceilings_to_dict
 
     if ceilings is None:
         fail(f"no ceilings for {device}")
@@ -248,7 +250,7 @@ def render(report: ProfileReport) -> None:
         report.device,
         report.ceilings,
         report.ceilings_origin,
-        report.rows,
+        [row.detail() for row in report.rows],
     )
     summary, breakdown = report.timing, report.breakdown
     stdout.print(styled(name, "bold", f" on {device}"), highlight=False)

@@ -41,7 +41,7 @@ def report_command(
     from kernel_agent.db.tuning import VariantKey
     from kernel_agent.db.writes import problem_hash, sha256
     from kernel_agent.evaluate.pipeline import run_device
-    from kernel_agent.measure.profile import fingerprint_key
+    from kernel_agent.measure.ceilings import fingerprint_key
     from kernel_agent.problem.load import ProblemError, load_problem
     from kernel_agent.select import report, stored
     from kernel_agent.select.registry import selectors, skipped

@@ -47,7 +47,7 @@ def tune_command(
     from kernel_agent.db.tuning import TuningStore, VariantKey
     from kernel_agent.db.writes import problem_hash, put_source
     from kernel_agent.evaluate.pipeline import EvalOptions, run_device
-    from kernel_agent.measure.profile import fingerprint_key
+    from kernel_agent.measure.ceilings import fingerprint_key
     from kernel_agent.problem.load import ProblemError, load_problem
     from kernel_agent.tune.ground_truth import TunePlan, default_config, tune
     from kernel_agent.tune.space import SpaceError, chosen_shapes, configs

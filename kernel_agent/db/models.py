@@ -218,7 +218,7 @@ class ReferencePointRow(Base):
     __table_args__ = (UniqueConstraint("problem_hash", "fingerprint", "kind"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     problem_hash: Mapped[str] = mapped_column(String(64))  # problems.content_hash: the reference and the baseline
-    fingerprint: Mapped[str] = mapped_column(String(400))  # measure.profile.fingerprint_key: device, torch, threads
+    fingerprint: Mapped[str] = mapped_column(String(400))  # measure.ceilings.fingerprint_key: device, torch, threads
     kind: Mapped[str] = mapped_column(String(60))  # eager, compile, compile:MODE (evaluate.references.Reference)
     status: Mapped[str] = mapped_column(String(20))
     speedup: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -240,7 +240,7 @@ class TuningTimeRow(Base):
     problem: Mapped[str] = mapped_column(String(200))
     problem_hash: Mapped[str] = mapped_column(String(64))  # problems.content_hash: the reference and the baseline
     variant_hash: Mapped[str] = mapped_column(String(64))  # sources.hash of the tuned variant (its default config)
-    fingerprint: Mapped[str] = mapped_column(String(400))  # measure.profile.fingerprint_key: device, torch, threads
+    fingerprint: Mapped[str] = mapped_column(String(400))  # measure.ceilings.fingerprint_key: device, torch, threads
     dtype: Mapped[str] = mapped_column(String(20))
     shape: Mapped[str] = mapped_column(String(200))  # core.tuning.shape_key
     config: Mapped[str] = mapped_column(String(400))  # core.tuning.config_key

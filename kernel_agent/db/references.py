@@ -1,7 +1,7 @@
 """The reference points table: torch eager and torch.compile per (problem content, device fingerprint, kind).
 
 Kept like the device ceilings: the first measurement per key is kept (concurrent runs agree on one), and
-a remeasure replaces it. The key's fingerprint (`measure.profile.fingerprint_key`) holds the device, the
+a remeasure replaces it. The key's fingerprint (`measure.ceilings.fingerprint_key`) holds the device, the
 torch version and the thread count; the problem's content hash covers its reference and its baseline,
 so a changed baseline gets new points.
 """

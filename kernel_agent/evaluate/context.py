@@ -40,7 +40,7 @@ class EvalOptions(EvalConfig):
     audit_fraction: float = 0.2
     ceilings: Any = field(
         default=None, repr=False
-    )  # measure.profile.Ceilings of this device: the roofline floor enters the decision
+    )  # measure.ceilings.Ceilings of this device: the roofline floor enters the decision
     profile: ProfileWhen = ProfileWhen.NEVER  # torch.profiler inside the sandbox after timing
     profile_calls: int = 3
     gate: DeviceGate | NoGate = field(default_factory=NoGate, repr=False)  # shared by parallel evaluations

@@ -17,6 +17,7 @@ from kernel_agent.evaluate.context import EvalContext, sized
 from kernel_agent.evaluate.pair import SessionPair
 from kernel_agent.evaluate.preparation import EvaluationError
 from kernel_agent.evaluate.verification import Verifier
+from kernel_agent.measure.roofline import RooflineRow
 from kernel_agent.problem.load import Problem
 from kernel_agent.problem.oracle import CaseSpec
 from kernel_agent.sandbox.host.session import WorkerFailure, WorkerSession, WorkerSpec
@@ -28,7 +29,7 @@ from kernel_agent.timing.speed_class import SpeedClass
 
 @dataclass(frozen=True)
 class Roofline:
-    rows: list[dict[str, Any]]  # per benchmark shape: work, floor, each side's time (the decision reads them)
+    rows: list[RooflineRow]  # per benchmark shape: work, floor, each side's time (the decision reads them)
     record: dict[str, Any] | None  # what the verdict stores for the report's chart
 
 
@@ -260,14 +261,15 @@ def roofline(ctx: EvalContext, estimate: TimingResult) -> Roofline:
     if ceilings is None:
         return Roofline([], None)
     try:
-        from kernel_agent.measure.profile import measure_bandwidth, measure_ceilings, roofline_record, shape_rows
+        from kernel_agent.measure.ceilings import measure_bandwidth, measure_ceilings
+        from kernel_agent.measure.roofline import roofline_record, shape_rows
 
         timing = estimate.to_json()
         rows = shape_rows(ctx.problem, timing, ceilings)
         remeasured = None
-        if any(row.get("candidate_faster_than_floor") for row in rows):
+        if any(row.candidate is not None and row.candidate.faster_than_floor for row in rows):
             fresh = measure_ceilings(ctx.device, threads=ctx.options.threads)
-            own = min(row["bytes"] for row in rows if row.get("bytes")) // 2
+            own = min(row.counts.bytes for row in rows if row.counts.bytes) // 2
             copy = measure_bandwidth(ctx.device, nbytes=max(own, 1 << 16)) if own else 0.0
             ceilings = ceilings.higher(dataclasses.replace(fresh, memory_gbps=max(fresh.memory_gbps, copy)))
             rows = shape_rows(ctx.problem, timing, ceilings)

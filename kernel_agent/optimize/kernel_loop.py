@@ -117,7 +117,7 @@ class KernelLoop:
         self.profiling = getattr(
             self.provider, "reads_profile", True
         )  # operator breakdowns only for providers that read them
-        self.profiles = PromptProfiles(self.problem, self.device, self.shared.ceilings.get(self.device))
+        self.profiles = PromptProfiles(self.problem, self.shared.ceilings.get(self.device))
         self.recorder = Recorder(self.db, self.run_id, self.problem, self.named_device)
         self.state = SearchState(self.problem.name, self.problem.baseline_source, self.options.search)
         self.stored = self.recorder.restore(self.state)

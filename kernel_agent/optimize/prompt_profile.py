@@ -14,10 +14,9 @@ from kernel_agent.problem.load import Problem
 
 
 class PromptProfiles:
-    def __init__(self, problem: Problem, device: str, ceilings: Any) -> None:
+    def __init__(self, problem: Problem, ceilings: Any) -> None:
         self.problem = problem
-        self.device = device
-        self.ceilings = ceilings  # measure.profile.Ceilings of this device, or None
+        self.ceilings = ceilings  # measure.ceilings.Ceilings of this device, or None
         self.built: dict[int, dict[str, Any]] = {}  # best candidate id -> its profile
 
     def of(self, verdict: Verdict, role: str) -> dict[str, Any]:
@@ -26,9 +25,7 @@ class PromptProfiles:
         try:
             from kernel_agent.measure.profile import build_profile
 
-            return build_profile(
-                self.problem, verdict.timing, self.device, self.ceilings, role=role, breakdown=breakdown
-            )
+            return build_profile(self.problem, verdict.timing, self.ceilings, role=role, breakdown=breakdown)
         except Exception as exc:  # noqa: BLE001 - a profile is advice; never let it stop the loop
             return {"error": f"profile unavailable: {type(exc).__name__}: {exc}"}
 

@@ -29,7 +29,7 @@ def reference_points(
     """Each kind's point: stored, or measured now; a point stored before `remeasure_since` is measured again
     (a resumed `--remeasure-references` run does not redo the ones it already replaced). Without `measure`,
     the stored points only."""
-    from kernel_agent.measure.profile import fingerprint_key
+    from kernel_agent.measure.ceilings import fingerprint_key
 
     fingerprint = fingerprint_key(run_device(problem, options.device), options.threads)
     digest = problem_hash(problem)

@@ -204,7 +204,7 @@ def store_plan(db: Database, plan: RunPlan) -> int:
 def device_ceilings(db: Database, devices: set[str], threads: int | None, remeasure: bool) -> dict[str, Any]:
     """Ceilings per device: from the database when this device fingerprint was measured before,
     else (or when `remeasure`) measured now, a few seconds before any evaluation starts, and stored."""
-    from kernel_agent.measure.profile import ceilings_from_dict, ceilings_to_dict, fingerprint_key, measure_ceilings
+    from kernel_agent.measure.ceilings import ceilings_from_dict, ceilings_to_dict, fingerprint_key, measure_ceilings
 
     found: dict[str, Any] = {}
     for device in sorted(devices):

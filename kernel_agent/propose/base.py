@@ -56,7 +56,7 @@ class ProposalContext:
     baseline_source: str
     parents: list[Attempt]  # best accepted variants so far (empty: the baseline is the parent)
     history: list[Attempt]  # every earlier attempt for this kernel, oldest first
-    profile: dict[str, Any]  # baseline timing and work counts (see kernel_agent.measure.profile)
+    profile: dict[str, Any]  # baseline timing and work counts (see kernel_agent.measure.profile.build_profile)
     round: int
     samples: int  # how many candidates to propose this round
     device: str

@@ -31,7 +31,7 @@ def advise(db: Database, problem: Problem, device: str, threads: int, choice: Se
         return Advice()
     from kernel_agent.db.tuning import VariantKey, stored_times
     from kernel_agent.db.writes import problem_hash, sha256
-    from kernel_agent.measure.profile import fingerprint_key
+    from kernel_agent.measure.ceilings import fingerprint_key
     from kernel_agent.select import stored
     from kernel_agent.select.prior import decision, search_order
 

@@ -41,7 +41,7 @@ def cpu_caches(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> dict[
 
 
 def device_facts(ceilings: Any, threads: int | None, dtype: str = "float32") -> DeviceFacts:
-    """From stored `measure.profile.Ceilings` (None: rough defaults, so the model still ranks)."""
+    """From stored `measure.ceilings.Ceilings` (None: rough defaults, so the model still ranks)."""
     memory = ceilings.memory_gbps if ceilings is not None else 10.0
     rate = (ceilings.peak_gflops(dtype)[0] if ceilings is not None else None) or 50.0
     if ceilings is not None and ceilings.device == "cuda":

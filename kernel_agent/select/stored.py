@@ -31,7 +31,7 @@ def load(
     import torch
 
     from kernel_agent.db.writes import stored_ceilings
-    from kernel_agent.measure.profile import ceilings_from_dict
+    from kernel_agent.measure.ceilings import ceilings_from_dict
 
     rows = rows if rows is not None else stored_times(db, key)
     if not rows:

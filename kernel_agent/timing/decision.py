@@ -8,10 +8,10 @@ the same status whichever command evaluated it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from kernel_agent.core.timing_result import TimingResult
 from kernel_agent.core.verdict import Status
+from kernel_agent.measure.roofline import RooflineRow
 from kernel_agent.timing.speed_class import SpeedClass, classify, describe
 
 DEFAULT_RESOLUTION = 0.03  # a record without a target (hand-made, or timed before issue 36)
@@ -50,17 +50,16 @@ def cpu_guard(estimate: TimingResult) -> str | None:
     )
 
 
-def floor_flags(rows: list[dict[str, Any]]) -> list[str]:
+def floor_flags(rows: list[RooflineRow]) -> list[str]:
     """A candidate measured faster than the roofline floor of a shape needs a human (THREATS.md row 46)."""
-    flags = []
     for row in rows:
-        if row.get("candidate_faster_than_floor"):
-            flags.append(
-                f"measured {row['candidate_median_ms']:.4g} ms on shape {row['shape']}, faster than the roofline floor "
-                f"{row['floor_ms']:.4g} ms of this device: needs human review"
-            )
-            break
-    return flags
+        side = row.candidate
+        if side is not None and side.faster_than_floor and row.floor_ms is not None:
+            return [
+                f"measured {side.median_ms:.4g} ms on shape {list(row.shape)}, faster than the roofline floor "
+                f"{row.floor_ms:.4g} ms of this device: needs human review"
+            ]
+    return []
 
 
 def decide(
@@ -68,7 +67,7 @@ def decide(
     flags: list[str],
     min_gain: float,
     sanity_speedup: float,
-    roofline_rows: list[dict[str, Any]],
+    roofline_rows: list[RooflineRow],
 ) -> Decision:
     """faster, correct or flagged, from one A/B estimate.
 

@@ -16,7 +16,7 @@ from docsite.markdown import code, prose
 READERS = (
     ("kernel_agent.problem.load", "_load_native"),
     ("kernel_agent.problem.load", "_check_shape_of"),
-    ("kernel_agent.measure.profile", "work_counts"),
+    ("kernel_agent.measure.work", "work_counts"),
     ("kernel_agent.tune.space", "shape_sets"),
     ("kernel_agent.select.stored", "load"),
     ("kernel_agent.problem.load", "_load_kernelbench"),

@@ -14,7 +14,7 @@ from scripted_server import ScriptedServer
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.db.session import open_database
 from kernel_agent.db.writes import create_run, store_ceilings
-from kernel_agent.measure.profile import Ceilings, fingerprint_key
+from kernel_agent.measure.ceilings import Ceilings, fingerprint_key
 from kernel_agent.optimize.kernel_loop import KernelLoop, LoopOptions, Shared
 from kernel_agent.optimize.search_state import Candidate
 from kernel_agent.problem.load import load_problem
@@ -115,11 +115,11 @@ def test_a_kernel_faster_than_a_floor_that_holds_when_measured_again_is_flagged(
     """The machine measured again still gives 1 GB/s, a copy of the problem's own size too (both stand in
     for a machine that slow): the floor holds, and a kernel under it needs a human."""
     from kernel_agent.evaluate.pipeline import EvalOptions, evaluate
-    from kernel_agent.measure import profile
+    from kernel_agent.measure import ceilings
 
     slow = Ceilings(fingerprint="test", device_name="test cpu", memory_gbps=1.0, gflops={"float32": 1e6})
-    monkeypatch.setattr(profile, "measure_ceilings", lambda device, threads=None: slow)
-    monkeypatch.setattr(profile, "measure_bandwidth", lambda device, nbytes=None, repeats=None: 1.0)
+    monkeypatch.setattr(ceilings, "measure_ceilings", lambda device, threads=None: slow)
+    monkeypatch.setattr(ceilings, "measure_bandwidth", lambda device, nbytes=None, repeats=None: 1.0)
     options = EvalOptions(sandbox_root=tmp_path, threads=1, ceilings=slow)
     verdict = evaluate(load_problem(SOFTMAX), (CANDIDATES / "faster.py").read_text(), options)
     assert verdict.status == "flagged" and "faster than the roofline floor" in verdict.reason, verdict.reason
@@ -140,7 +140,7 @@ def test_a_best_near_the_roofline_stops_the_kernel(tmp_path: Path) -> None:
 
 
 def test_measured_ceilings_carry_their_spread_and_the_load_they_were_measured_under() -> None:
-    from kernel_agent.measure.profile import ceilings_from_dict, ceilings_to_dict, measure_ceilings
+    from kernel_agent.measure.ceilings import ceilings_from_dict, ceilings_to_dict, measure_ceilings
 
     ceilings = measure_ceilings("cpu", budget_s=0.5, threads=1)
     assert 0.0 <= ceilings.spread < 1.0 and 0.0 <= ceilings.load <= 1.0

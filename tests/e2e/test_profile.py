@@ -11,20 +11,18 @@ import torch
 import typer
 from typer.testing import CliRunner
 
-from kernel_agent.measure.profile import (
+from kernel_agent.measure.ceilings import (
     Ceilings,
-    build_profile,
     ceilings_from_dict,
     ceilings_to_dict,
     fingerprint_key,
-    fraction_of_floor,
-    is_faster_than_floor,
     measure_ceilings,
-    profiler_breakdown,
-    roofline,
-    triton_compile_metadata,
-    work_counts,
 )
+from kernel_agent.measure.op_breakdown import triton_compile_metadata
+from kernel_agent.measure.profile import build_profile
+from kernel_agent.measure.roofline import fraction_of_floor, is_faster_than_floor, roofline
+from kernel_agent.measure.trusted_breakdown import profiler_breakdown
+from kernel_agent.measure.work import work_counts
 from kernel_agent.problem.load import load_problem
 from kernel_agent.propose.base import ProposalContext
 from kernel_agent.propose.prompts import render_messages
@@ -154,20 +152,20 @@ def test_fingerprint_key_and_strict_decoding() -> None:
 def test_large_matmul_is_compute_bound_and_softmax_memory_bound() -> None:
     matmul = load_problem(EXAMPLES / "cpp_matmul")
     line = roofline(work_counts(matmul, (2048, 2048, 2048), "float32"), TOY, "float32")
-    assert line["bound"] == "compute"
-    assert line["floor_ms"] == pytest.approx(2 * 2048**3 / 100e9 * 1e3)
-    assert line["ridge_intensity"] == pytest.approx(5.0)
+    assert line.bound == "compute"
+    assert line.floor_ms == pytest.approx(2 * 2048**3 / 100e9 * 1e3)
+    assert line.ridge_intensity == pytest.approx(5.0)
 
     softmax = load_problem(EXAMPLES / "cpp_softmax")
     line = roofline(work_counts(softmax, (1024, 1024), "float32"), TOY, "float32")
-    assert line["bound"] == "memory"
-    assert line["floor_ms"] == pytest.approx(2 * 1024 * 1024 * 4 / 20e9 * 1e3)
+    assert line.bound == "memory"
+    assert line.floor_ms == pytest.approx(2 * 1024 * 1024 * 4 / 20e9 * 1e3)
 
 
 def test_unmeasured_dtype_uses_the_fastest_measured_rate() -> None:
     matmul = load_problem(EXAMPLES / "cpp_matmul")
     line = roofline(work_counts(matmul, (1024, 1024, 1024), "float32"), TOY, "float64")
-    assert line["peak_dtype"] == "float32" and line["bound"] == "compute"
+    assert line.peak_dtype == "float32" and line.bound == "compute"
 
 
 def test_a_narrow_dtype_may_use_a_wider_dtypes_faster_rate() -> None:
@@ -224,7 +222,7 @@ def softmax_timing(baseline_ms: tuple[float, float]) -> dict:
 
 def test_build_profile_keys_and_values() -> None:
     problem = load_problem(EXAMPLES / "cpp_softmax")
-    profile = build_profile(problem, softmax_timing((4.0, 2.0)), "cpu", TOY)
+    profile = build_profile(problem, softmax_timing((4.0, 2.0)), TOY)
     assert (
         profile["baseline_median_ms"] == 3.2 and profile["baseline_p20_ms"] == 3.0 and profile["baseline_p80_ms"] == 3.5
     )
@@ -241,20 +239,20 @@ def test_build_profile_keys_and_values() -> None:
     assert profile["ceilings"]["memory_gbps"] == 20.0
     assert "warning" not in profile
 
-    untimed = build_profile(problem, None, "cpu", None)
+    untimed = build_profile(problem, None, None)
     assert set(untimed) == {"shape 1024x1024 (float32)", "shape 256x4096 (float32)"}
     assert set(untimed["shape 256x4096 (float32)"]) == {"flops", "bytes", "intensity"}
 
 
 def test_a_baseline_faster_than_the_floor_is_flagged() -> None:
     problem = load_problem(EXAMPLES / "cpp_softmax")
-    profile = build_profile(problem, softmax_timing((0.01, 2.0)), "cpu", TOY)
+    profile = build_profile(problem, softmax_timing((0.01, 2.0)), TOY)
     assert "1024x1024" in profile["warning"] and "256x4096" not in profile["warning"]
 
 
 def test_profile_renders_into_the_prompt() -> None:
     problem = load_problem(EXAMPLES / "cpp_softmax")
-    profile = build_profile(problem, softmax_timing((4.0, 2.0)), "cpu", TOY)
+    profile = build_profile(problem, softmax_timing((4.0, 2.0)), TOY)
     context = ProposalContext(
         problem=problem,
         baseline_source=problem.baseline_source,

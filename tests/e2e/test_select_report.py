@@ -12,7 +12,7 @@ from kernel_agent.core.tuning import TIMED, ConfigTime, Stage
 from kernel_agent.db.session import open_database
 from kernel_agent.db.tuning import TuningStore, VariantKey
 from kernel_agent.db.writes import problem_hash, sha256
-from kernel_agent.measure.profile import fingerprint_key
+from kernel_agent.measure.ceilings import fingerprint_key
 from kernel_agent.problem.load import load_problem
 from kernel_agent.tune.space import configs
 

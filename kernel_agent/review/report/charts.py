@@ -189,7 +189,7 @@ class Roofline:
 
     def roof(self, dtype: str) -> tuple[float, str]:
         """The compute roof for a dtype, by the rule the floors were computed with."""
-        from kernel_agent.measure.profile import peak_rate
+        from kernel_agent.measure.ceilings import peak_rate
 
         peak, used = peak_rate(self.gflops, dtype)
         return float(peak or 0.0), str(used or dtype)
@@ -204,6 +204,8 @@ def roofline_data(kernels: list[KernelRecord]) -> list[Roofline]:
     run gives the baseline point alone.
     Shapes with no FLOPs (pure data movement) have no place on a FLOP/s axis.
     """
+    from kernel_agent.measure.roofline import RooflineRow
+
     found: dict[str, Roofline] = {}
     for kernel in kernels:
         number = kernel.number()
@@ -219,19 +221,19 @@ def roofline_data(kernels: list[KernelRecord]) -> list[Roofline]:
             record.get("fingerprint", record["device"]),
             Roofline(record["device"], record["memory_gbps"], dict(record["gflops"]), []),
         )
-        for shape in record.get("shapes", []):
-            flops, base_ms = shape.get("flops") or 0, shape.get("baseline_median_ms")
-            if flops <= 0 or not base_ms or not shape.get("intensity"):
+        for row in map(RooflineRow.from_json, record.get("shapes", [])):
+            flops, intensity = row.counts.flops or 0, row.counts.arithmetic_intensity
+            if flops <= 0 or row.baseline is None or not intensity:
                 continue
-            best_ms = shape.get("candidate_median_ms") if winner else None
+            best = row.candidate if winner else None
             line.points.append(
                 RooflinePoint(
                     kernel.name,
-                    "x".join(str(d) for d in shape["shape"]),
-                    str(shape.get("dtype", "")),
-                    shape["intensity"],
-                    flops / base_ms / 1e6,
-                    flops / best_ms / 1e6 if best_ms else None,
+                    "x".join(str(d) for d in row.shape),
+                    row.dtype,
+                    intensity,
+                    flops / row.baseline.median_ms / 1e6,
+                    flops / best.median_ms / 1e6 if best is not None else None,
                 )
             )
     return [line for line in found.values() if line.points]

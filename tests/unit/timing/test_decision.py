@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from kernel_agent.core.timing_result import Summary, TimingResult
 from kernel_agent.core.verdict import Status
+from kernel_agent.measure.roofline import RooflineRow, SideTime
+from kernel_agent.measure.work import WorkCounts
 from kernel_agent.timing.decision import decide
 from kernel_agent.timing.speed_class import SpeedClass
 
@@ -34,10 +36,12 @@ def test_anything_a_human_must_see_flags_it() -> None:
 
 
 def test_a_time_under_the_roofline_floor_is_flagged_and_one_above_is_not() -> None:
-    under = {"shape": [256, 2048], "candidate_median_ms": 1.0, "floor_ms": 4.2, "candidate_faster_than_floor": True}
-    above = {"shape": [256, 2048], "candidate_median_ms": 1.0, "floor_ms": 0.004, "candidate_faster_than_floor": False}
+    counts = WorkCounts(None, 4 * 256 * 2048 * 2, None, "none")
+    under = RooflineRow((256, 2048), "float32", counts, 4.2, "memory", candidate=SideTime.at(1.0, counts, 4.2))
+    above = RooflineRow((256, 2048), "float32", counts, 0.004, "memory", candidate=SideTime.at(1.0, counts, 0.004))
     flagged = decide(estimate(2.0, 1.8, 2.2), [], 0.02, 10.0, [under])
     assert flagged.status is Status.FLAGGED and "faster than the roofline floor 4.2 ms" in flagged.reason
+    assert "on shape [256, 2048]," in flagged.reason  # the stored reason's words, as before the row was typed
     assert decide(estimate(2.0, 1.8, 2.2), [], 0.02, 10.0, [above]).status is Status.FASTER
 
 
