@@ -23,7 +23,6 @@ from kernel_agent.db.models import (
     EvaluationRow,
     ProblemRow,
     ReviewRow,
-    RunKernelRow,
     RunRow,
     SourceRow,
 )
@@ -248,16 +247,6 @@ def _text(session: Any, digest: str) -> str:
     return row.text if row else ""
 
 
-def candidate_record(db: Database, candidate_id: int) -> CandidateRecord | None:
-    with db.session() as session:
-        c = session.get(CandidateRow, candidate_id)
-        if c is None:
-            return None
-        record = _record(c, c.evaluation, session.get(ProblemRow, c.problem_id))
-    record.decision = latest_decisions(db, [candidate_id]).get(candidate_id)
-    return record
-
-
 def lineage(candidates: list[CandidateRecord], candidate_id: int) -> list[CandidateRecord]:
     """The parent chain from the baseline to `candidate_id` (baseline first)."""
     by_id = {c.id: c for c in candidates}
@@ -273,18 +262,6 @@ def reviewable(kernel: KernelRecord) -> list[CandidateRecord]:
     """Accepted (`faster`) and `flagged` candidates of a kernel, best first (measurements are not candidates)."""
     found = [c for c in kernel.candidates if c.status in SHIPPABLE and c.origin not in MEASUREMENTS]
     return sorted(found, key=lambda c: (-(c.speedup or 0.0), c.id))
-
-
-def kernel_names(db: Database, run_id: int) -> list[str]:
-    with db.session() as session:
-        return list(
-            session.scalars(
-                select(ProblemRow.name)
-                .join(RunKernelRow, RunKernelRow.problem_id == ProblemRow.id)
-                .where(RunKernelRow.run_id == run_id)
-                .order_by(RunKernelRow.id)
-            ).all()
-        )
 
 
 def approve_command(candidate_id: int, db: Database | None = None) -> str:
