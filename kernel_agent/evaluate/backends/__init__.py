@@ -7,7 +7,8 @@ Each backend is one file declaring itself (a `Backend` subclass), registered in 
 
 from __future__ import annotations
 
-from kernel_agent.evaluate.backends.base import Backend, Prepared, StaticFinding
+from kernel_agent.evaluate.backends.base import Backend, Prepared
+from kernel_agent.evaluate.backends.lint import StaticFinding
 from kernel_agent.evaluate.backends.registry import BACKENDS, detect_backend, get_backend, names
 
 __all__ = ["BACKENDS", "Backend", "Prepared", "StaticFinding", "detect_backend", "get_backend", "names"]

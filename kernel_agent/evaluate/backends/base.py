@@ -9,16 +9,7 @@ from pathlib import Path
 
 from kernel_agent.evaluate.backends import lint as checks
 from kernel_agent.evaluate.backends.build_store import DEFAULT_LIBRARY_BYTES, quota_from_env
-
-
-@dataclass
-class StaticFinding:
-    """A static-check result: `hard` findings reject the candidate before it runs."""
-
-    rule: str
-    message: str
-    hard: bool
-    line: int | None = None
+from kernel_agent.evaluate.backends.lint import StaticFinding
 
 
 @dataclass

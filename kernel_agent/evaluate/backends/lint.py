@@ -8,6 +8,7 @@ cheap first layer; the sandbox and the runtime checks hold when they are evaded.
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 
 FORBIDDEN_MODULES = {
     "subprocess": "starts processes",
@@ -59,6 +60,16 @@ FORBIDDEN_ATTRIBUTES = {
 }
 
 
+@dataclass
+class StaticFinding:
+    """A static-check result: `hard` findings reject the candidate before it runs."""
+
+    rule: str
+    message: str
+    hard: bool
+    line: int | None = None
+
+
 def _dotted(node: ast.AST) -> str:
     if isinstance(node, ast.Name):
         return node.id
@@ -67,9 +78,7 @@ def _dotted(node: ast.AST) -> str:
     return ""
 
 
-def common_findings(tree: ast.Module, allow_ctypes: bool) -> list:
-    from kernel_agent.evaluate.backends.base import StaticFinding
-
+def common_findings(tree: ast.Module, allow_ctypes: bool) -> list[StaticFinding]:
     findings: list[StaticFinding] = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
