@@ -110,8 +110,8 @@ class EvalContext:
     def problem_dir(self) -> Path:
         return self.problem.path if self.problem.path.is_dir() else self.problem.path.parent
 
-    def build_context(self, deadline: float) -> BuildContext:
-        """Builds run under the evaluation's limits and never past `deadline` (time.monotonic)."""
+    def build_context(self, deadline: Deadline) -> BuildContext:
+        """Builds run under the evaluation's limits and never past their side's `deadline`."""
         from kernel_agent.cpp import default_store
 
         return BuildContext(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from kernel_agent.evaluate.backends.lint import defines
 from kernel_agent.evaluate.context import EvalContext
 from kernel_agent.evaluate.tolerance import Checked, checked_tolerance
 from kernel_agent.problem.oracle import CaseMaker, CaseSpec, check_plan
+from kernel_agent.sandbox.deadline import Deadline
 from kernel_agent.sandbox.host.isolation import write_trusted
 from kernel_agent.sandbox.host.session import WorkerSpec
 
@@ -101,15 +101,13 @@ def build(ctx: EvalContext, linted: Linted) -> Built:
     path = ctx.workdir / "cand.py"  # as long as base.py (see sandbox.session.ROLE_TAGS)
     write_trusted(path, ctx.source.encode())
     try:
-        prepared = _prepared(
-            get_backend(linted.backend), ctx, ctx.source, ctx.workdir / "cand", ctx.candidate_time.at()
-        )
+        prepared = _prepared(get_backend(linted.backend), ctx, ctx.source, ctx.workdir / "cand", ctx.candidate_time)
     except BuildFailed as exc:
         raise EvaluationError(Status.COMPILE_ERROR, f"build failed: {exc}") from None
     return Built(prepared, path)
 
 
-def _prepared(backend: Backend, ctx: EvalContext, source: str, where: Path, deadline: float) -> Prepared:
+def _prepared(backend: Backend, ctx: EvalContext, source: str, where: Path, deadline: Deadline) -> Prepared:
     """The trusted build (raises BuildFailed: the caller says whose build it was)."""
     return backend.prepare(source, ctx.device, where, ctx.build_context(deadline))
 
@@ -182,7 +180,7 @@ def baseline_spec(ctx: EvalContext, maker: CaseMaker) -> WorkerSpec:
     backend = get_backend(detect_backend(problem.baseline_source))
     try:  # trusted code: its build has its own allowance
         prepared = _prepared(
-            backend, ctx, problem.baseline_source, ctx.baseline_dir / "base", time.monotonic() + ctx.options.timeout
+            backend, ctx, problem.baseline_source, ctx.baseline_dir / "base", Deadline(ctx.options.timeout).start()
         )
     except BuildFailed as exc:
         raise EvaluationError(Status.RUNTIME_ERROR, f"the baseline failed to build: {exc}") from None

@@ -21,6 +21,7 @@ from kernel_agent.evaluate.backends import lint as checks
 from kernel_agent.evaluate.backends.base import BuildContext, BuildFailed
 from kernel_agent.evaluate.backends.cpp_build import build_in_sandbox
 from kernel_agent.evaluate.backends.registry import get_backend
+from kernel_agent.sandbox.deadline import Deadline
 from kernel_agent.sandbox.host.isolation import Limits, probe, wrap
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -205,7 +206,7 @@ extern "C" unsigned long value(void) { return v10 ^ v39; }
 
 
 def test_a_busy_compile_stops_at_the_evaluations_deadline(tmp_path: Path) -> None:
-    build = context(tmp_path, deadline=time.monotonic() + 3)
+    build = context(tmp_path, deadline=Deadline(3).start())
     started = time.monotonic()
     with pytest.raises(BuildFailed, match=r"ran past its 3 s time limit \(what was left of the evaluation's timeout\)"):
         build_in_sandbox(BUSY, build)
@@ -221,7 +222,7 @@ def test_a_busy_compile_stops_at_the_cpu_limit(tmp_path: Path) -> None:
 
 def test_no_time_left_means_no_build(tmp_path: Path) -> None:
     with pytest.raises(BuildFailed, match="timeout is spent"):
-        build_in_sandbox(SMALL % 3, context(tmp_path, deadline=time.monotonic() - 1))
+        build_in_sandbox(SMALL % 3, context(tmp_path, deadline=Deadline(0).start()))
 
 
 def test_build_rlimits_come_from_the_evaluations_limits(tmp_path: Path) -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import ast
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernel_agent.evaluate.backends import lint as checks
 from kernel_agent.evaluate.backends.build_store import DEFAULT_LIBRARY_BYTES, quota_from_env
 from kernel_agent.evaluate.backends.lint import StaticFinding
+from kernel_agent.sandbox.deadline import Deadline
 
 
 @dataclass
@@ -63,15 +63,15 @@ class BuildContext:
     """Where trusted builds go, how to isolate the compiler, and how far it may go.
 
     A source can keep gcc busy at compile time or make a multi-gigabyte library, so a build runs
-    under rlimits and never past `deadline` (time.monotonic(): the end of the evaluation's
-    timeout) nor `timeout` seconds. `limits` are the evaluation's (kernel_agent.sandbox.host.isolation
+    under rlimits and never past its side's `deadline` (what is left of the evaluation's timeout)
+    nor `timeout` seconds. `limits` are the evaluation's (kernel_agent.sandbox.host.isolation
     .Limits); the compiler gets the tighter of them and the caps here."""
 
     store: Path
     isolation: object
     sandbox_root: Path
     timeout: float = 60.0  # wall clock for one build, whatever the deadline
-    deadline: float | None = None
+    deadline: Deadline | None = None
     limits: object | None = None
     cpu_seconds: int = 30  # per compiler process (cc1plus, as, ld); honest kernels take about 0.2 s
     library_bytes: int = DEFAULT_LIBRARY_BYTES  # RLIMIT_FSIZE for the compiler: caps the library
@@ -80,7 +80,4 @@ class BuildContext:
 
     def seconds_left(self) -> float:
         """Wall-clock seconds a build may still take."""
-        left = self.timeout
-        if self.deadline is not None:
-            left = min(left, self.deadline - time.monotonic())
-        return left
+        return self.timeout if self.deadline is None else min(self.timeout, self.deadline.left())
