@@ -11,11 +11,9 @@ Plans stored before this tree (format 1: flat, with `rounds`, `max_tokens` and `
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
 from typing import Any
 
 from kernel_agent.core.config import (
-    Choice,
     Device,
     Devices,
     EvalConfig,
@@ -27,6 +25,7 @@ from kernel_agent.core.config import (
     option,
     to_json,
 )
+from kernel_agent.propose.openai_options import OpenAIOptions
 from kernel_agent.select import abstain
 
 PLAN_FORMAT = 2
@@ -94,56 +93,11 @@ class BudgetLimits:
         return any(getattr(self, f.name) is not None for f in fields(self))
 
 
-class ReasoningEffort(Choice):
-    """How hard a reasoning model thinks (OpenAI's `reasoning_effort`; sent only when set)."""
-
-    LOW = "low"
-    MEDIUM = "medium"
-    HIGH = "high"
-
-
 @dataclass
-class ProviderConfig:
-    """The LLM provider's settings (openai; replay reads replay_run). Stored with the run as provider_options."""
+class ProviderConfig(OpenAIOptions):
+    """The LLM provider's settings, stored with the run as provider_options: the openai provider's own,
+    declared by it (propose/openai_options.py), then the one the replay provider reads."""
 
-    base_url: str = option("https://api.openai.com/v1", help="OpenAI-compatible endpoint (provider openai).")
-    model: str = option("gpt-5-mini", help="Model name (provider openai).")
-    api_key_file: Path | None = option(None, help="File holding the API key (default: $OPENAI_API_KEY).")
-    prices_file: Path | None = option(
-        None,
-        flag="--prices",
-        help='TOML file of extra model prices: [prices] "model" = [usd_per_1M_in, usd_per_1M_out].',
-    )
-    temperature: float = option(
-        0.7,
-        help="Sampling temperature (provider openai); not sent to models that refuse it (OpenAI's reasoning models, "
-        "or any endpoint whose HTTP 400 names it).",
-    )
-    reasoning_effort: ReasoningEffort | None = option(
-        None, help="low, medium or high: passed as reasoning_effort to reasoning models (dropped where refused)."
-    )
-    stream: bool = option(
-        True,
-        flag="--stream/--no-stream",
-        help="Stream replies (the request deadline then covers the whole reply, and progress counts tokens).",
-    )
-    tokens_per_reply: int = option(
-        8192,
-        flag="--max-tokens-per-reply",
-        minimum=1,
-        help="Most tokens in one reply (the run's budget is --max-tokens).",
-    )
-    request_timeout: float = option(
-        300.0,
-        above=0,
-        help="Seconds per LLM request, for the whole reply when streamed (reasoning models take minutes).",
-    )
-    max_retries: int = option(
-        4, flag="--retries", minimum=0, help="Retries on 429, 5xx, timeouts and dropped connections."
-    )
-    prompts_dir: Path | None = option(
-        None, flag="--prompts", help="Folder of jinja2 templates overriding the packaged prompts."
-    )
     replay_run: int | None = option(None, help="Run whose recorded LLM replies `--provider replay` replays.")
 
 

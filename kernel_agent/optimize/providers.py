@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
 
 from kernel_agent.db import writes as store
 from kernel_agent.db.session import Database
@@ -49,34 +48,13 @@ def build_providers(
             for (spec, p), label in zip(problems, labels)
         }
     if plan.provider == "openai":
-        shared = make_provider("openai", **openai_options(plan, learned_rules))
+        shared = make_provider("openai", **options.arguments(plan.search.samples, learned_rules))
         unpriced = unpriced_warning(options.model, options.base_url, shared.prices)
         if unpriced:
             warn(unpriced)
     else:  # another package's: it takes no options from the command line
         shared = make_provider(plan.provider)
     return {label: shared for label in labels}
-
-
-def openai_options(plan: RunPlan, learned_rules: dict | None) -> dict[str, Any]:
-    from kernel_agent.propose.openai_chat import load_prices
-
-    options = plan.provider_options
-    return {
-        "base_url": options.base_url,
-        "model": options.model,
-        "temperature": options.temperature,
-        "max_tokens": options.tokens_per_reply,
-        "request_timeout": options.request_timeout,
-        "max_retries": options.max_retries,
-        "prompts_dir": options.prompts_dir,
-        "prices": load_prices(options.prices_file) if options.prices_file else None,
-        "api_key_file": options.api_key_file,
-        "n": plan.search.samples,
-        "reasoning_effort": str(options.reasoning_effort) if options.reasoning_effort else None,
-        "stream": options.stream,
-        "rules": learned_rules,
-    }
 
 
 def advised_search(database: Database, plan: RunPlan, spec: KernelSpec, problem: Problem, note: Note) -> Provider:

@@ -39,6 +39,7 @@ from kernel_agent.propose.endpoint import (
     prior,
     shrink,
 )
+from kernel_agent.propose.openai_options import DEFAULTS, ReasoningEffort
 from kernel_agent.propose.parse import extract_candidate, summary_line
 from kernel_agent.propose.prices import DEFAULT_PRICES, Prices, Usage, call_cost
 from kernel_agent.propose.prompts import PromptTemplateError, render_messages, template_hashes
@@ -48,7 +49,7 @@ __all__ = ["DEFAULT_PRICES", "OpenAIProvider", "ProviderConfigError", "call_cost
 
 API_KEY_ENV = "OPENAI_API_KEY"
 RETRYABLE_STATUS = frozenset({408, 409, 429})
-REASONING_EFFORTS = ("low", "medium", "high")
+REASONING_EFFORTS = tuple(effort.value for effort in ReasoningEffort)
 
 
 class ProviderConfigError(ValueError):
@@ -158,11 +159,11 @@ class OpenAIProvider:
         base_url: str,
         model: str,
         api_key: str,
-        temperature: float = 0.7,
+        temperature: float = DEFAULTS.temperature,
         n: int = 4,
-        max_tokens: int = 8192,
-        request_timeout: float = 300.0,
-        max_retries: int = 4,
+        max_tokens: int = DEFAULTS.tokens_per_reply,
+        request_timeout: float = DEFAULTS.request_timeout,
+        max_retries: int = DEFAULTS.max_retries,
         prompts_dir: Path | None = None,
         prices: Prices | None = None,
         backoff_base_s: float = 1.0,
@@ -170,7 +171,7 @@ class OpenAIProvider:
         max_requests_per_round: int = 4,
         sleep: Callable[[float], None] = time.sleep,
         reasoning_effort: str | None = None,
-        stream: bool = True,
+        stream: bool = DEFAULTS.stream,
         rules: dict[str, Any] | None = None,
     ) -> None:
         _validate(
