@@ -1,8 +1,5 @@
-"""The device ceilings every command uses: stored once per device fingerprint, measured the first time.
-
-`eval`, `optimize` and `profile` read the same ones, so the roofline floor that enters a verdict's
-decision is the same whichever command evaluated the candidate.
-"""
+"""The device ceilings `eval` and `profile` use: the stored ones (memo/ceilings.py, as `optimize` reads
+them), so the roofline floor that enters a verdict's decision is the same whichever command evaluated it."""
 
 from __future__ import annotations
 
@@ -12,27 +9,28 @@ from kernel_agent.cli.common import stderr, warn
 from kernel_agent.cli.options import open_db
 
 
+def database_here(db: str | None) -> tuple[Any, str]:
+    """The database and '', or None and why not (its packages are not installed: the GPU machine)."""
+    try:
+        return open_db(db), ""
+    except ImportError as exc:
+        return None, f"{exc.name} is not installed"
+
+
 def profile_ceilings(db: str | None, device: str, threads: int | None, remeasure: bool) -> tuple[Any, str]:
-    """The ceilings `optimize` uses for this device fingerprint (stored once in the database),
-    and where they came from. Without the database packages (the GPU machine) they are
-    measured now and not stored."""
-    from kernel_agent.measure.ceilings import ceilings_from_dict, fingerprint_key, measure_ceilings
+    """The ceilings `optimize` uses for this device fingerprint (stored once in the database), and where they
+    came from; (None, '') with a warning when none can be measured."""
     from kernel_agent.measure.error import ProfileError
+    from kernel_agent.memo.ceilings import ceilings_of
+
+    database, why_not = database_here(db)
+
+    def announce(line: str) -> None:
+        stderr.print(line, highlight=False)
 
     try:
-        try:
-            from kernel_agent.db import writes as store
-            from kernel_agent.optimize.run import device_ceilings as stored_or_measured
-        except ImportError as exc:
-            stderr.print(f"measuring {device} ceilings ({exc.name} is not installed: not stored) ...", highlight=False)
-            return measure_ceilings(device, threads=threads), f"measured now, not stored ({exc.name} is not installed)"
-        database = open_db(db)
-        known = None if remeasure else store.stored_ceilings(database, fingerprint_key(device, threads))
-        if known is not None:
-            found = ceilings_from_dict(known)
-            return found, f"stored, measured {found.measured_at}; --remeasure to refresh"
-        stderr.print(f"measuring {device} ceilings (stored for later runs) ...", highlight=False)
-        return stored_or_measured(database, {device}, threads, remeasure=remeasure)[device], "measured now and stored"
+        found = ceilings_of(database, device, threads, remeasure, announce, why_not)
     except (ProfileError, RuntimeError, ValueError) as exc:
         warn(f"no ceilings: {exc}")
         return None, ""
+    return found.ceilings, found.origin

@@ -16,9 +16,9 @@ def database_check(db: str | None) -> Check:
 
 def llm_check() -> Check:
     """Whether `--provider openai` would find a key; the key itself is never read into the output."""
-    from kernel_agent.propose.openai_options import DEFAULTS
+    from kernel_agent.optimize.config import ProviderConfig
 
-    where = f"endpoint from --base-url (default {DEFAULTS.base_url})"
+    where = f"endpoint from --base-url (default {ProviderConfig().base_url})"
     if os.environ.get("OPENAI_API_KEY"):
         return Check("settings", "LLM endpoint", State.OK, f"$OPENAI_API_KEY is set (not shown); {where}")
     return Check(

@@ -140,12 +140,3 @@ def reference_job(problem: Problem, kind: Reference, options: Any) -> ReferenceJ
             options, backend="torch", profile=ProfileWhen.NEVER, sequential=False, trusted_source=True, second_look=1
         ),
     )
-
-
-def measure_reference(problem: Problem, kind: Reference, options: Any) -> tuple[ReferencePoint, Verdict]:
-    """Evaluate one reference point against the baseline here (no executor, nothing stored)."""
-    from kernel_agent.evaluate.pipeline import evaluate
-
-    job = reference_job(problem, kind, options)
-    verdict = evaluate(job.problem, job.source, job.options)
-    return point_of(kind, verdict), verdict

@@ -25,12 +25,12 @@ from kernel_agent.db.session import Database
 from kernel_agent.evaluate.pipeline import EvalOptions, run_device
 from kernel_agent.evaluate.references import references
 from kernel_agent.evaluate.timed import pair_plan
+from kernel_agent.memo.references import reference_points
 from kernel_agent.optimize.budget import Budget
 from kernel_agent.optimize.config import BudgetLimits, SearchConfig
 from kernel_agent.optimize.executors.local import Executor, LocalExecutor
 from kernel_agent.optimize.prompt_profile import PromptProfiles
 from kernel_agent.optimize.recorder import Recorder
-from kernel_agent.optimize.references import reference_points
 from kernel_agent.optimize.search_state import TERMINAL, Candidate, KernelResult, KernelStatus, SearchState
 from kernel_agent.problem.load import Problem
 from kernel_agent.propose.base import ProposalBatch, ProposalContext, Provider

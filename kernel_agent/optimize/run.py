@@ -199,20 +199,3 @@ class BatchRun:
 def store_plan(db: Database, plan: RunPlan) -> int:
     model = plan.provider_options.model if plan.provider == "openai" else None
     return store.create_run(db, plan.provider, model, plan.to_json())
-
-
-def device_ceilings(db: Database, devices: set[str], threads: int | None, remeasure: bool) -> dict[str, Any]:
-    """Ceilings per device: from the database when this device fingerprint was measured before,
-    else (or when `remeasure`) measured now, a few seconds before any evaluation starts, and stored."""
-    from kernel_agent.measure.ceilings import ceilings_from_dict, ceilings_to_dict, fingerprint_key, measure_ceilings
-
-    found: dict[str, Any] = {}
-    for device in sorted(devices):
-        key = fingerprint_key(device, threads)
-        data = None if remeasure else store.stored_ceilings(db, key)
-        if data is None:
-            ceilings = measure_ceilings(device, threads=threads)
-            store.store_ceilings(db, key, ceilings_to_dict(ceilings), replace=remeasure)
-            data = store.stored_ceilings(db, key)
-        found[device] = ceilings_from_dict(data)
-    return found

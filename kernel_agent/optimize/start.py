@@ -15,11 +15,12 @@ from kernel_agent.db.reads import run_detail
 from kernel_agent.db.session import Database
 from kernel_agent.evaluate.canaries import audit_problem
 from kernel_agent.evaluate.pipeline import EvalOptions, run_device
+from kernel_agent.memo.ceilings import device_ceilings
 from kernel_agent.optimize.config import KernelSpec, RunPlan
 from kernel_agent.optimize.executors.local import Executor
 from kernel_agent.optimize.kernel_loop import KernelResult, Progress, missing_device
 from kernel_agent.optimize.providers import Note, build_providers
-from kernel_agent.optimize.run import BatchRun, device_ceilings, device_of, labels, load_kernel, store_plan
+from kernel_agent.optimize.run import BatchRun, device_of, labels, load_kernel, store_plan
 from kernel_agent.optimize.search_state import KernelStatus, RunStatus
 from kernel_agent.problem.load import Problem, ProblemError
 

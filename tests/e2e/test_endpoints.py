@@ -219,9 +219,10 @@ def test_optimize_reaches_a_verified_candidate_on_every_profile(tmp_path: Path) 
 
     from kernel_agent.core.config import ReferenceConfig
     from kernel_agent.db.session import open_database
+    from kernel_agent.memo.ceilings import device_ceilings
     from kernel_agent.optimize.config import KernelSpec, RunPlan, SearchConfig
     from kernel_agent.optimize.executors.local import LocalExecutor
-    from kernel_agent.optimize.run import BatchRun, device_ceilings, load_kernel, store_plan
+    from kernel_agent.optimize.run import BatchRun, load_kernel, store_plan
 
     names = sorted(profiles())
     plan = RunPlan(provider="openai", search=SearchConfig(proposal_rounds=1, samples=1, retime_best=False))
