@@ -72,7 +72,7 @@ def not_timed(verdict) -> str:
 
 
 def speed_line(timing: dict | None) -> str:
-    """The four-way class, what the design could have shown and what ended the timing (issue 36); '' for a verdict
+    """The four-way class, what the design could have shown and what ended the timing; '' for a verdict
     timed before it."""
     res = (timing or {}).get("resolution") or {}
     if not res.get("class"):

@@ -45,7 +45,7 @@ def list_command(db: str = opt.DB, json_output: bool = opt.JSON) -> None:
 
 def speed_classes(database, run_id: int) -> list[dict[str, int]]:
     """Per kernel of the run (in run_detail's order), how many of its timed candidates read each speed class;
-    empty for verdicts stored before issue 36."""
+    empty for verdicts stored without one."""
     from collections import Counter
 
     from kernel_agent.db.review_reads import run_kernels
@@ -71,7 +71,7 @@ def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON)
     if detail is None:
         fail(f"no run {run} in this database; `kernel-agent runs list` shows the runs")
     for kernel, classes in zip(detail["kernels"], speed_classes(database, run_id)):
-        kernel["speed_classes"] = classes  # issue 36: SAME, SLOW, AMBIGUOUS beside `correct`
+        kernel["speed_classes"] = classes  # the four-way class: SAME, SLOW, AMBIGUOUS beside `correct`
     if json_output:
         sys.stdout.write(json.dumps(detail) + "\n")
         return

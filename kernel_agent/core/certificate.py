@@ -1,4 +1,4 @@
-"""A verdict certificate: the evidence behind one shipped kernel, in the package that ships it (issue 37).
+"""A verdict certificate: the evidence behind one shipped kernel, in the package that ships it (DESIGN.md section 17).
 
 Why in the package: a number in BENCHMARKS.md is a claim; the verdict behind it (which problem, which source,
 which checks, which statistics, which machine, which review) otherwise stays in the exporter's `runs.db`. The

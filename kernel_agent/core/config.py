@@ -87,7 +87,7 @@ class Devices(tuple):
 
 class GpuData(Choice):
     """Where a CUDA evaluation's per-call data lives (DESIGN.md section 18): the host path until a GPU run proves
-    the device path (issue 35)."""
+    the device path."""
 
     HOST = "host"  # inputs drawn on the host, copied to the device in the worker; outputs copied back by it
     DEVICE = "device"  # trusted device buffers shared with the worker through CUDA IPC; compared on the device
@@ -256,8 +256,8 @@ class EvalConfig:
 
 @dataclass
 class ReferenceConfig:
-    """Whether torch's own speed stands beside every speedup (issue 14): torch eager and torch.compile of the
-    problem's reference, timed like a candidate and stored once per problem, device fingerprint and torch."""
+    """Whether torch's own speed stands beside every speedup (DESIGN.md section 12): torch eager and torch.compile
+    of the problem's reference, timed like a candidate and stored once per problem, device fingerprint and torch."""
 
     references: bool = option(
         True,

@@ -3,7 +3,7 @@
 Why one function: the best of a search is its luckiest reading, and an early look's 99.9% interval is wide, so a
 run times its best again with every round (`optimize --retime-best`, a row of origin `retime`), and that reading
 supersedes the early look when it reads `faster` too (DESIGN.md section 7). When each view chose for itself, the
-HTML report quoted an early look of 5.16x [1.80, 25.63] that the run had replaced by 1.48x [1.35, 1.61] (issue 39).
+HTML report quoted an early look of 5.16x [1.80, 25.63] that the run had replaced by 1.48x [1.35, 1.61].
 A kernel's best whose early look is wider than `WIDE` is not quoted as a number until its re-timing is in: views
 say `PENDING` instead. Pure: readings in, a `NumberOfRecord` out; the optimize loop, the database reads, the report,
 review and export each turn what they hold into `Reading`s.

@@ -29,7 +29,7 @@ from kernel_agent.db.session import Database
 from kernel_agent.db.writes import sha256
 
 CASE = re.compile(r"shape=\[([^\]]*)\] dtype=(\S+) inputs=(\S+)")
-NO_TEMPLATES = "the LLM call did not record its templates' hashes (recorded since issue 37)"
+NO_TEMPLATES = "the LLM call did not record its templates' hashes (a call recorded before they were kept)"
 
 
 def against_torch(db: Database, c: CandidateRecord, number: NumberOfRecord) -> dict[str, Relative]:

@@ -228,8 +228,9 @@ class ReferencePointRow(Base):
 
 
 class TuningTimeRow(Base):
-    """One config of a variant on one shape (issue 15): its time and interval, or why it has none. The ground truth
-    selectors are scored from; one row per (problem, variant, device fingerprint, dtype, shape, config, stage)."""
+    """One config of a variant on one shape (DESIGN.md section 14): its time and interval, or why it has none. The
+    ground truth selectors are scored from; one row per (problem, variant, device fingerprint, dtype, shape, config,
+    stage)."""
 
     __tablename__ = "tuning_times"
     __table_args__ = (
@@ -256,8 +257,8 @@ class TuningTimeRow(Base):
 
 
 class E2ERunRow(Base):
-    """A package's kernels swapped into a model (issue 37, `kernel-agent e2e`): whether the outputs held, the
-    model's forward-pass speedup with its interval, and per op the micro speedup and share of model time."""
+    """A package's kernels swapped into a model (`kernel-agent e2e`, DESIGN.md section 17): whether the outputs held,
+    the model's forward-pass speedup with its interval, and per op the micro speedup and share of model time."""
 
     __tablename__ = "e2e_runs"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

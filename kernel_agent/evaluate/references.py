@@ -1,4 +1,4 @@
-"""Reference points: what torch gives for free, timed exactly like a candidate (issue 14).
+"""Reference points: what torch gives for free, timed exactly like a candidate (DESIGN.md section 12).
 
 A reference point is the problem's own reference run as a kernel: `eager` (a native problem's
 `reference` in its own dtype; a KernelBench file's `Model`) and `compile` (the same through

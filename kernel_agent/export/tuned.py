@@ -1,6 +1,6 @@
 """Per-shape tuned config tables as an export input, and the JSON files they ship as.
 
-The tables come from the variant-selection work (issue 15): for one kernel on one device, the config
+The tables come from variant selection (DESIGN.md section 14): for one kernel on one device, the config
 picked per benchmarked shape. Export takes them as typed records and writes one file per (kernel,
 device), named with the device (`runtime/tuned.py` reads them back, nearest shape first).
 """

@@ -3,7 +3,7 @@
 Every option of the first sitting is stored with the run (`RunPlan.to_json`), so `--resume RUN` alone needs
 nothing else. An option typed again with another value replaces the stored one, and the resume says so in one
 line: a resumed run used to keep only its workers, executor and memory budget, and evaluated silently with
-the stored `--timeout` where the user had typed another (issue 32). The new plan is stored, so a later
+the stored `--timeout` where the user had typed another. The new plan is stored, so a later
 resume keeps it.
 """
 

@@ -1,5 +1,5 @@
 """`optimize --selector`: which configs the search provider times first for a kernel, from a selector fitted on
-every row `kernel-agent tune` stored for its baseline on this device (issue 15, item 4). No rows, no advice: the
+every row `kernel-agent tune` stored for its baseline on this device. No rows, no advice: the
 plain hill climb, as before."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The one selector interface: fitted on a variant's stored ground truth for one problem and device, a selector
 ranks the configs of the pool for a shape and picks one with a confidence.
 
-`select(problem, variant, shape, device)` of issue 15 is `fit(train, context)` (problem, variant and device
+The selection `select(problem, variant, shape, device)` is `fit(train, context)` (problem, variant and device
 fix the table and the context) followed by `select(shape)`.
 """
 

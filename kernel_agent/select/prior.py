@@ -1,5 +1,5 @@
-"""A selector's advice to the search provider: which configs to time first for a problem's benchmark shapes
-(issue 15, item 4), so the search reaches its best with fewer timed candidates."""
+"""A selector's advice to the search provider: which configs to time first for a problem's benchmark shapes,
+so the search reaches its best with fewer timed candidates."""
 
 from __future__ import annotations
 

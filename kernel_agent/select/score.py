@@ -1,4 +1,4 @@
-"""Score selectors on held-out shapes from stored rows alone (issue 15, item 5); every metric's definition is in
+"""Score selectors on held-out shapes from stored rows alone (DESIGN.md section 14); every metric's definition is in
 `DEFINITIONS`, which the report prints beside the numbers.
 
 A selector is fitted on the training shapes' rows only; a held-out shape among them is an error (`LeakError`),

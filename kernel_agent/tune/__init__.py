@@ -1,4 +1,4 @@
-"""Ground truth per shape (issue 15): every config of a variant's tunable space timed on a shape set, in the
+"""Ground truth per shape (DESIGN.md section 14): every config of a variant's tunable space timed on a shape set, in the
 sandbox, two-stage, stored row by row so that selectors are scored from the stored rows alone."""
 
 from __future__ import annotations

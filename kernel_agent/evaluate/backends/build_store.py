@@ -1,6 +1,6 @@
 """The trusted build store: content-addressed libraries, private to the trusted side, bounded.
 
-Why each rule (issue 11, class C):
+Why each rule (THREATS.md rows C1-C3):
 - A store the sandbox can read lets a candidate load a library that another candidate's build
   left there, and the verdict is then for code that is not in the submission. So the store is
   mode 0700 and never bound into a sandbox; `place` puts an evaluation's own library, alone, in a

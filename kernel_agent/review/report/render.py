@@ -35,7 +35,7 @@ def _quote(number: NumberOfRecord) -> str:
 
 
 def _speed(verdict: dict) -> str:
-    """A timed verdict's four-way class in words ("SAME: same speed within 3%"); '' before issue 36."""
+    """A timed verdict's four-way class in words ("SAME: same speed within 3%"); '' for a verdict stored without one."""
     timing = verdict.get("timing") if isinstance(verdict, dict) else None
     res = timing.get("resolution") if isinstance(timing, dict) else None
     if not isinstance(res, dict) or not res.get("class"):
