@@ -27,6 +27,14 @@ never fatal. Each measure answers one question about the house:
   Member definitions inside an `Enum` class (or the project's `Choice` enums) are not counted. It is
   a rough count: `"timeout"` compared as an option name counts too. It says whether the status is a
   type or a convention.
+- Stage folders: lines per folder at the package root (each a stage: `evaluate/`, `sandbox/`,
+  `timing/`, ...; root modules are not a stage), and the largest one's share of the package's lines.
+  It says whether one wing holds too many concepts. The largest module is named with its lines.
+- Import circles: every `import` and `from ... import` of the package's own modules, at top level or
+  inside a function (relative ones resolved), with `from P import m` counted as an import of the
+  module `P.m` when there is one. File-pair circles are two modules that import each other; folder
+  cycles are cycles between stage folders (Tarjan's strongly connected components). It says
+  whether the layers hold.
 - Options declared more than once: parameter names whose default literal appears in two or more
   places, over CLI options (`typer.Option` / `typer.Argument` defaults, module-level shared
   `NAME = typer.Option(...)` declarations counted once under `name`, and plain defaults of
@@ -319,6 +327,104 @@ def measure_module(module: Module, tally: Tally) -> None:
         tally.options[(name, option_key(value))].append((kind, module.rel))
 
 
+def module_name(rel: str) -> str:
+    """`evaluate/backends/lint.py` -> `evaluate.backends.lint`; a package's `__init__.py` is the package."""
+    parts = rel[: -len(".py")].split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def imported_modules(module: Module, package: str, known: set[str]) -> set[str]:
+    """The package's own modules that `module` imports, anywhere in its body (names relative to the package)."""
+    if module.tree is None:
+        return set()
+    own = module_name(module.rel)
+    here = own.split(".") if module.rel.endswith("__init__.py") else own.split(".")[:-1]
+    found: set[str] = set()
+    for node in ast.walk(module.tree):
+        targets: list[tuple[str, list[str]]] = []
+        if isinstance(node, ast.Import):
+            targets = [(alias.name, []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[: len(here) - node.level + 1] if node.level > 1 else here
+                name = ".".join([package, *base, *([node.module] if node.module else [])])
+            else:
+                name = node.module or ""
+            targets = [(name, [alias.name for alias in node.names])]
+        for name, names in targets:
+            if name != package and not name.startswith(package + "."):
+                continue
+            inner = name[len(package) + 1 :] if name != package else ""
+            for alias in names or [""]:
+                sub = f"{inner}.{alias}".strip(".") if alias else inner
+                target = sub if sub in known else inner
+                if target in known and target != own:
+                    found.add(target)
+    return found
+
+
+def import_graph(modules: list[Module], package: str) -> dict[str, set[str]]:
+    known = {module_name(m.rel) for m in modules}
+    return {module_name(m.rel): imported_modules(m, package, known) for m in modules}
+
+
+def pair_circles(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted((a, b) for a, targets in graph.items() for b in targets if a < b and a in graph.get(b, set()))
+
+
+def stage_of(name: str) -> str | None:
+    return name.split(".")[0] if "." in name else None  # a root module (or the root package) is no stage
+
+
+def folder_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected sets of two or more stage folders (Tarjan)."""
+    edges: dict[str, set[str]] = defaultdict(set)
+    for src, targets in graph.items():
+        for dst in targets:
+            a, b = stage_of(src), stage_of(dst)
+            if a is not None and b is not None and a != b:
+                edges[a].add(b)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            members = []
+            while True:
+                top = stack.pop()
+                members.append(top)
+                if top == node:
+                    break
+            if len(members) > 1:
+                found.append(sorted(members))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def stage_lines(modules: list[Module]) -> dict[str, int]:
+    lines: dict[str, int] = defaultdict(int)
+    for m in modules:
+        stage = stage_of(module_name(m.rel)) if "/" in m.rel else None
+        if stage is not None:
+            lines[stage] += m.lines
+    return dict(lines)
+
+
 def p90(values: list[int]) -> int:
     ordered = sorted(values)
     return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
@@ -341,8 +447,19 @@ def report(root: Path, modules: list[Module], failed: list[str], tally: Tally, s
     root_modules = sorted(m.rel for m in modules if "/" not in m.rel and m.rel not in ("__init__.py", "__main__.py"))
     folders = sorted({m.rel.split("/")[0] for m in modules if "/" in m.rel})
     count, median, longest = sizes([(m.lines, m.rel) for m in modules])
+    largest = max(modules, key=lambda m: (m.lines, m.rel)) if modules else None
     rows = [("measure", "value")]
-    rows += [("modules", count), ("module lines, median", median), ("module lines, max", longest)]
+    rows += [("modules", count), ("module lines, median", median)]
+    rows += [("module lines, max", longest + (f" ({largest.rel})" if largest is not None else ""))]
+    total = sum(m.lines for m in modules)
+    stages = stage_lines(modules)
+    if stages:
+        name, lines = max(stages.items(), key=lambda kv: (kv[1], kv[0]))
+        rows += [("largest stage folder", f"{name}/ {lines} lines, {100 * lines / max(1, total):.1f}% of {total}")]
+    graph = import_graph(modules, root.resolve().name if root.is_dir() else root.resolve().parent.name)
+    circles, cycles = pair_circles(graph), folder_cycles(graph)
+    rows += [("file-pair import circles", str(len(circles)) + "".join(f" ({a} <-> {b})" for a, b in circles))]
+    rows += [("folder cycles", str(len(cycles)) + "".join(f" ({' -> '.join(c)})" for c in cycles))]
     rows += [
         ("modules at the package root", str(len(root_modules))),
         ("folders at the package root", str(len(folders))),
@@ -366,6 +483,15 @@ def report(root: Path, modules: list[Module], failed: list[str], tally: Tally, s
     out.append(table(rows))
     if root_modules:
         out.append("\nmodules at the package root: " + " ".join(root_modules))
+    if stages:
+        out.append("\nstage folders by lines")
+        ranked = sorted(stages.items(), key=lambda kv: (-kv[1], kv[0]))
+        out.append(
+            table(
+                [("folder", "lines", "share")]
+                + [(f"{n}/", str(v), f"{100 * v / max(1, total):.1f}%") for n, v in ranked]
+            )
+        )
     if tally.functions:
         out.append("\nlongest functions")
         longest_five = sorted(tally.functions, key=lambda item: (-item[0], item[1]))[:5]

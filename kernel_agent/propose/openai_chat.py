@@ -143,8 +143,13 @@ class ContextTooLong(Exception):
         self.call = call
 
 
-def from_options(*, api_key_file: Path | None = None, **options: Any) -> OpenAIProvider:
-    """The provider as registered (kernel_agent.propose): the key is read here, from a file or the environment."""
+def from_options(
+    *, api_key_file: Path | None = None, prices_file: Path | None = None, **options: Any
+) -> OpenAIProvider:
+    """The provider as registered (kernel_agent.propose): the key is read here, from a file or the environment,
+    and a price file over the dated table (a bad one is a config error)."""
+    if prices_file is not None:
+        options["prices"] = load_prices(prices_file)
     return OpenAIProvider(api_key=resolve_api_key(api_key_file), **options)
 
 

@@ -68,9 +68,7 @@ class OpenAIOptions:
 
     def arguments(self, samples: int, rules: dict[str, Any] | None) -> dict[str, Any]:
         """The keyword options `make_provider("openai", ...)` takes: these, `samples` candidates per request and
-        the endpoint rules a resumed run learned (the price file is read here: a bad one is a config error)."""
-        from kernel_agent.propose.openai_chat import load_prices
-
+        the endpoint rules a resumed run learned (the factory reads the key file and the price file)."""
         return {
             "base_url": self.base_url,
             "model": self.model,
@@ -79,7 +77,7 @@ class OpenAIOptions:
             "request_timeout": self.request_timeout,
             "max_retries": self.max_retries,
             "prompts_dir": self.prompts_dir,
-            "prices": load_prices(self.prices_file) if self.prices_file else None,
+            "prices_file": self.prices_file,
             "api_key_file": self.api_key_file,
             "n": samples,
             "reasoning_effort": str(self.reasoning_effort) if self.reasoning_effort else None,

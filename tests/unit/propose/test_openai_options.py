@@ -30,7 +30,10 @@ def test_the_provider_takes_its_defaults_from_the_declaration() -> None:
 def test_the_arguments_name_what_the_provider_accepts() -> None:
     options = OpenAIOptions(model="m", reasoning_effort=ReasoningEffort.HIGH, tokens_per_reply=99)
     arguments = options.arguments(samples=3, rules=None)
-    accepted = set(inspect.signature(OpenAIProvider).parameters) | {"api_key_file"}  # the key is read from it
+    accepted = set(inspect.signature(OpenAIProvider).parameters) | {
+        "api_key_file",
+        "prices_file",
+    }  # read by the factory
     assert set(arguments) <= accepted
     assert arguments["max_tokens"] == 99 and arguments["n"] == 3 and arguments["reasoning_effort"] == "high"
 
