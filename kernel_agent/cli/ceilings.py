@@ -12,6 +12,10 @@ from kernel_agent.cli.options import open_db
 def database_here(db: str | None) -> tuple[Any, str]:
     """The database and '', or None and why not (its packages are not installed: the GPU machine)."""
     try:
+        import sqlalchemy  # noqa: F401 - the first the database needs: its absence is the one to name
+    except ImportError as exc:
+        return None, f"{exc.name} is not installed"
+    try:
         return open_db(db), ""
     except ImportError as exc:
         return None, f"{exc.name} is not installed"
