@@ -15,17 +15,9 @@ import torch
 
 from kernel_agent.core.verdict import Status
 from kernel_agent.sandbox.host.process import SandboxProcess, WorkerFailure, WorkerSpec
-from kernel_agent.sandbox.host.shm import (
-    MAX_TENSORS,
-    ExpectedOutput,
-    OutputRef,
-    Placed,
-    TransportError,
-    layout_of,
-    mismatch,
-    read_bound,
-)
+from kernel_agent.sandbox.host.shm import ExpectedOutput, layout_of, mismatch, read_bound
 from kernel_agent.sandbox.protocol import Call, Describe, Load, Ping, Stage
+from kernel_agent.sandbox.tensors import MAX_TENSORS, OutputRef, Placed, TransportError
 
 
 @dataclass
