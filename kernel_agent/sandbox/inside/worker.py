@@ -330,7 +330,7 @@ def advise_huge_heap() -> None:
     processes running one kernel kept a 5-20% speed difference for their whole life (physical placement);
     on huge pages, within 1-4%. Asked for here, after `import torch`, rather than for the whole process
     (glibc.malloc.hugetlb=1): the import's scattered heap then stays on small pages, and on a VM whose host
-    takes freed memory back, every huge page costs a cold fault (~12 ms per MB here, 2026-12-03)."""
+    takes freed memory back, every huge page costs a cold fault (DESIGN.md section 6 has the measurements)."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
