@@ -143,10 +143,10 @@ class ProtocolError(ValueError):
 def parse(message: object) -> Request:
     """The worker's reading of one line: the request it names, its fields held to their declared types, the
     placement apart (a request that places inputs must say where they are)."""
-    cls = REQUESTS.get(message.get("cmd")) if isinstance(message, dict) else None  # type: ignore[arg-type]
-    if cls is None:
+    name = message.get("cmd") if isinstance(message, dict) else None
+    cls = REQUESTS.get(name) if isinstance(name, str) else None
+    if cls is None or not isinstance(message, dict):
         raise ProtocolError(f"unknown request {str(message)[:80]!r}")
-    assert isinstance(message, dict)
     kwargs: dict[str, Any] = {}
     for f in fields(cls):
         if f.name == "placed":

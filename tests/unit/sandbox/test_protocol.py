@@ -92,6 +92,7 @@ def test_a_nan_poison_survives_the_wire() -> None:
         ({"key": "0"}, "unknown request"),
         ({"cmd": "frobnicate"}, "unknown request"),
         ({"cmd": 7}, "unknown request"),
+        ({"cmd": ["check"]}, "unknown request"),
         ({"cmd": "check", "poison_bytes": 8, "poison_value": 0.0}, "check: no layout of its inputs"),
         ({"cmd": "warmup", "layout": "0:64"}, "warmup: no layout of its inputs"),
         ({"cmd": "check", "poison_bytes": "8", "layout": []}, "check: poison_bytes is not int"),
