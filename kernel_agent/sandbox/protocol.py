@@ -2,13 +2,13 @@
 worker is handed, the statuses it may report, and the error a kernel call raises.
 
 The two sides share this module, `channel.py` (the JSON lines), `tensors.py` (how a tensor is named) and
-`device/` (the GPU data path), and nothing else of each other: the host never imports the code that runs
-beside the candidate, and that code never imports the host's. On the wire each request is one JSON line,
-`{"cmd": NAME, ...fields}`; `to_wire` and `parse` are the only places that spell that shape. The worker
-reads every line through `parse`, which holds each field to its declared type: a line that is not one of
-these requests gets a one-line reason back, never a traceback.
+the device path's transport (`device/transport.py`, `device/cuda_ipc.py`), and nothing else of each
+other: the host never imports the code that runs beside the candidate, and that code never imports the
+host's. On the wire each request is one JSON line, `{"cmd": NAME, ...fields}`; `to_wire` and `parse` are
+the only places that spell that shape. The worker reads every line through `parse`, which holds each field
+to its declared type: a line that is not one of these requests gets a one-line reason back, never a
+traceback.
 """
-
 from __future__ import annotations
 
 import ctypes

@@ -11,12 +11,14 @@ PACKAGE = Path(__file__).resolve().parents[3] / "kernel_agent"
 INSIDE = "kernel_agent.sandbox.inside"
 HOST = "kernel_agent.sandbox.host"
 # What the worker's process may import of the package: the shared modules beside the protocol, the device
-# data path, and the leaves the worker needs (statuses, the C++ loader, the profiler breakdown).
+# path's transport (its handles and the CUDA IPC both ends use), and the leaves the worker needs (statuses,
+# the C++ loader, the profiler breakdown).
 SHARED = ("kernel_agent.sandbox.protocol", "kernel_agent.sandbox.channel", "kernel_agent.sandbox.tensors")
 INSIDE_MAY_IMPORT = (
     INSIDE,
     *SHARED,
-    "kernel_agent.sandbox.device",
+    "kernel_agent.sandbox.device.transport",
+    "kernel_agent.sandbox.device.cuda_ipc",
     "kernel_agent.core",
     "kernel_agent.problem",
     "kernel_agent.measure.op_breakdown",
