@@ -9,6 +9,7 @@ the only places that spell that shape. The worker reads every line through `pars
 to its declared type: a line that is not one of these requests gets a one-line reason back, never a
 traceback.
 """
+
 from __future__ import annotations
 
 import ctypes
