@@ -63,7 +63,7 @@ class Worker:
         from kernel_agent.sandbox import tensors
 
         self.torch = torch
-        self.tensors = tensors  # looked up at each use: one module, whatever the kernel later does to it
+        self.tensors = tensors  # imported here, as torch is: once `main` has sent this process's output to its log
         self.config = config
         self.device = config["device"]
         self.fds: WorkerFds = config["fds"]
