@@ -89,7 +89,7 @@ V1_USES = {
 
 def cgroup_checks() -> list[Check]:
     """What the accounting and the freezer get here: the groups a sandbox would join, made and removed."""
-    from kernel_agent.sandbox.host.control import V1Group, cgroup_root
+    from kernel_agent.sandbox.host.cgroups import V1Group, cgroup_root
 
     rows = []
     root = cgroup_root()

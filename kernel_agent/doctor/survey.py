@@ -12,7 +12,8 @@ from kernel_agent.doctor.record import Check
 def survey(db: str | None = None, sandbox_root: Path = Path("sandbox"), preferred: str = "auto") -> list[Check]:
     from kernel_agent.cpp import default_store
     from kernel_agent.db.session import resolve_url, sqlite_path
-    from kernel_agent.sandbox.host.isolation import probe, reachable_root
+    from kernel_agent.sandbox.host.isolation import reachable_root
+    from kernel_agent.sandbox.host.levels import probe
 
     checks = sandbox.level_checks(preferred)
     try:

@@ -36,7 +36,8 @@ from kernel_agent.problem.footprint import POOL_BYTES, available_bytes, gold_fit
 from kernel_agent.problem.load import Problem
 from kernel_agent.problem.oracle import CaseMaker, fresh_seed
 from kernel_agent.sandbox.deadline import Deadline
-from kernel_agent.sandbox.host.isolation import probe, reachable_root
+from kernel_agent.sandbox.host.isolation import reachable_root
+from kernel_agent.sandbox.host.levels import probe
 from kernel_agent.sandbox.host.session import WorkerFailure, WorkerSession, WorkerSpec
 from kernel_agent.sandbox.host.shm import InputSegment, segment_bytes
 from kernel_agent.sandbox.protocol import Profile

@@ -1,8 +1,8 @@
 """The sandbox: a worker process per side, frozen between requests, spoken to over pipes and a sealed segment.
 
-`session.WorkerSession` is the trusted side's handle on one worker (its process: `process.SandboxProcess`);
-`worker` is the only module the sandboxed process runs (it imports nothing from here at start, so this
-file imports nothing either).
+`host.session.WorkerSession` is the trusted side's handle on one worker (its process:
+`host.process.SandboxProcess`); `inside.worker` is the module the sandboxed process runs. The worker imports
+this package too, so this file imports nothing at start: the host's modules load only where they are used.
 """
 
 from __future__ import annotations

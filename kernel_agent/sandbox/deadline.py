@@ -1,9 +1,8 @@
 """One side's time allowance: `--timeout` seconds of its own, paused while it waits on others.
 
-An evaluation used to turn one `--timeout` into four deadlines, edited from outside its sessions, and
-the wait for host memory counted against a build while the wait for the device was refunded. Each side
-(the candidate, the baseline) now has one `Deadline`; builds, sessions and every wait read what remains
-of it, and only its owner pauses it, around the waits that are not the side's own doing.
+Each side (the candidate, the baseline) has one `Deadline`, started when its work starts; its build, its
+sessions and every wait read what remains of it, so no clock is restated or edited from outside. Only
+its owner pauses it, around the waits that are not the side's own doing (host memory, the device).
 """
 
 from __future__ import annotations

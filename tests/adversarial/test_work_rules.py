@@ -9,7 +9,7 @@ import pytest
 
 from adversarial.common import all_fixtures, run_fixture
 from kernel_agent.core.verdict import Verdict
-from kernel_agent.sandbox.host.control import cgroup_root
+from kernel_agent.sandbox.host.cgroups import cgroup_root
 
 FIXTURES = {f.name: f for f in all_fixtures()}
 ATTEMPTS = 3

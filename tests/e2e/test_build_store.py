@@ -22,7 +22,8 @@ from kernel_agent.evaluate.backends.base import BuildContext, BuildFailed
 from kernel_agent.evaluate.backends.cpp_build import build_in_sandbox
 from kernel_agent.evaluate.backends.registry import get_backend
 from kernel_agent.sandbox.deadline import Deadline
-from kernel_agent.sandbox.host.isolation import Limits, probe, wrap
+from kernel_agent.sandbox.host.isolation import Limits, wrap
+from kernel_agent.sandbox.host.levels import probe
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "adversarial" / "fixtures"

@@ -22,10 +22,10 @@ from kernel_agent.sandbox.host.isolation import (
     disk_overuse,
     disk_use,
     prepare_workdir,
-    probe,
     sandbox_env,
     wrap,
 )
+from kernel_agent.sandbox.host.levels import probe
 
 ME = os.geteuid()
 

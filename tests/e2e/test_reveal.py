@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel_agent.sandbox.host.isolation import SANDBOX_UID, Isolation, probe, wrap
+from kernel_agent.sandbox.host.isolation import SANDBOX_UID, Isolation, wrap
+from kernel_agent.sandbox.host.levels import probe
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox drops to another uid only as root")
 

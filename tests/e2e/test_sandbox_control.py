@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from kernel_agent.sandbox.host.control import Cgroup, ProcessControl, cgroup_root
+from kernel_agent.sandbox.host.cgroups import Cgroup, cgroup_root
+from kernel_agent.sandbox.host.control import ProcessControl
 
 BUSY = textwrap.dedent("""
     import os, sys, threading, time

@@ -80,7 +80,7 @@ def test_a_baseline_that_does_not_build_is_a_runtime_error_before_any_sandbox_st
 
 
 def _level_here(level: str) -> str:
-    from kernel_agent.sandbox.host.isolation import probe
+    from kernel_agent.sandbox.host.levels import probe
 
     try:
         probe(level)

@@ -12,7 +12,8 @@ import textwrap
 import pytest
 import torch
 
-from kernel_agent.sandbox.host.shm import InputSegment, MemoryReader, OutputRef, TransportError, map_readonly, views
+from kernel_agent.sandbox.host.shm import InputSegment, MemoryReader
+from kernel_agent.sandbox.tensors import OutputRef, TransportError, map_readonly, views
 
 
 def test_placed_inputs_round_trip_through_a_read_only_view() -> None:
@@ -54,7 +55,7 @@ def test_the_trusted_side_reads_a_frozen_process_tensor_by_its_description() -> 
             "-c",
             textwrap.dedent("""
             import time, torch
-            from kernel_agent.sandbox.host.shm import OutputRef
+            from kernel_agent.sandbox.tensors import OutputRef
             t = torch.arange(12, dtype=torch.float32).reshape(3, 4).t()   # non-contiguous
             print(OutputRef.of(t, "cpu").to_json(), flush=True)
             time.sleep(60)

@@ -16,7 +16,8 @@ LAUNCHES = 512
 
 STRESS = r"""
 import fcntl, json, os, subprocess, sys, threading
-from kernel_agent.sandbox.host.spawn import WorkerFds, spawn
+from kernel_agent.sandbox.host.spawn import spawn
+from kernel_agent.sandbox.protocol import WorkerFds
 
 os.closerange(3, 256)  # a process whose low descriptors are free, as after a database or log closed them
 CHILD = (

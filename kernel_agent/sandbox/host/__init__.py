@@ -1,4 +1,5 @@
 """The trusted side of the sandbox: starting a worker in its walls, speaking to it, watching and stopping it.
 
-Nothing here imports from `inside/` but through `sandbox.protocol`: the host only trusts what it wrote.
+Nothing here imports from `inside/`: the two sides meet only in `sandbox.protocol`, `channel` and `tensors`
+(and the device path's transport): the host never imports code written to run beside the candidate.
 """

@@ -2,15 +2,17 @@
 
 Nothing the candidate says about its own process is believed. From outside its
 process this module:
-- freezes every sandbox process with SIGSTOP whenever it is not serving a request,
-  and verifies from `/proc` that every thread is stopped before the trusted side
-  writes the next call's inputs (native threads cannot work while it is idle);
+- freezes every sandbox process whenever it is not serving a request (the cgroup
+  freezer where there is one, else SIGSTOP), and verifies that every thread is
+  stopped before the trusted side writes the next call's inputs (native threads
+  cannot work while it is idle);
 - counts processes and threads from `/proc` (a native pthread is as visible as a
   Python thread);
 - reads the CPU time of every thread of the sandbox, so each phase (loading, checks,
   warm-up, timed calls, idle) is accounted for: from the cgroup's `cpu.stat` where
   this machine lets us make a cgroup (exact, counts exited threads and children),
-  else from each process's `/proc/PID/stat` (10 ms ticks).
+  else from `/proc` (`ProcCpu`: each thread's run time, held to its process's ticks).
+The cgroup folders themselves are `cgroups.py`.
 """
 
 from __future__ import annotations
@@ -18,197 +20,18 @@ from __future__ import annotations
 import os
 import signal
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-CGROUP_V2 = Path("/sys/fs/cgroup/unified")
-CGROUP_PARENT = "kernel-agent"
+from kernel_agent.sandbox.host.cgroups import Cgroup, V1Group, send_signal
+
 FREEZE_TIMEOUT_S = 2.0
 CLOCK_TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
 class ControlError(RuntimeError):
     """The sandbox escaped the trusted side's control (one-line reason)."""
-
-
-def _cgroup_root() -> Path | None:
-    """A cgroup v2 folder this process may create children in, or None (then /proc alone)."""
-    for root in (CGROUP_V2, Path("/sys/fs/cgroup")):
-        if not (root / "cgroup.controllers").exists():
-            continue  # not a cgroup v2 hierarchy
-        parent = root / CGROUP_PARENT
-        try:
-            make_parent(parent)
-            probe = parent / f"probe-{os.getpid()}"
-            probe.mkdir(exist_ok=True)
-            usable = (probe / "cpu.stat").exists() and (probe / "cgroup.procs").exists()
-            probe.rmdir()
-        except OSError:
-            continue
-        if usable:
-            return parent
-    return None
-
-
-def make_parent(parent: Path) -> None:
-    """The shared `kernel-agent` folder of one hierarchy, 0755 whatever the umask of the run that made it:
-    a root run under umask 077 must not leave a folder a later user's run cannot even list."""
-    try:
-        parent.mkdir()
-    except FileExistsError:
-        return
-    os.chmod(parent, 0o755)
-
-
-_ROOT: list[Path | None] = []
-
-
-def cgroup_root() -> Path | None:
-    if not _ROOT:
-        _ROOT.append(_cgroup_root())
-    return _ROOT[0]
-
-
-def group_name(label: str) -> str:
-    """`label-PID-random`: the orchestrator's PID in the name tells a live group from a stale one."""
-    return f"{label}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-
-
-def _owner_alive(name: str) -> bool:
-    """Whether the orchestrator that made this group still runs (older names without a PID: no)."""
-    parts = name.rsplit("-", 2)
-    if len(parts) != 3 or not parts[1].isdigit():
-        return False
-    try:
-        os.kill(int(parts[1]), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-class Cgroup:
-    """A cgroup v2 folder holding exactly one sandbox: membership and CPU time that no fork escapes."""
-
-    def __init__(self, root: Path, label: str) -> None:
-        self.path = root / group_name(label)
-        self.path.mkdir()
-
-    def join(self) -> None:
-        """Move the calling process in (run between fork and exec, before any candidate code)."""
-        with open(self.path / "cgroup.procs", "w") as handle:
-            handle.write("0")
-
-    def pids(self) -> list[int]:
-        try:
-            return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
-        except OSError:
-            return []
-
-    def cpu_ns(self) -> int:
-        for line in (self.path / "cpu.stat").read_text().splitlines():
-            if line.startswith("usage_usec"):
-                return int(line.split()[1]) * 1000
-        return 0
-
-    def remove(self) -> None:
-        """Kill whatever is left and delete the folder."""
-        kill = self.path / "cgroup.kill"
-        deadline = time.monotonic() + 5
-        while self.pids() and time.monotonic() < deadline:
-            if kill.exists():
-                try:
-                    kill.write_text("1")
-                except OSError:
-                    pass
-            for pid in self.pids():
-                _signal(pid, signal.SIGKILL)
-            time.sleep(0.01)
-        try:
-            self.path.rmdir()
-        except OSError:
-            pass
-
-
-V1_ROOT = Path("/sys/fs/cgroup")
-V1_CONTROLLERS = ("cpuset", "pids", "memory", "freezer")  # the v1 groups a sandbox may get
-
-
-class V1Group:
-    """A cgroup v1 folder of one controller (cpuset pins the cores, pids records the peak task count).
-
-    Optional: where the machine has no writable v1 hierarchy, the accounting rules stand alone."""
-
-    def __init__(self, controller: str, label: str) -> None:
-        parent = V1_ROOT / controller / CGROUP_PARENT
-        make_parent(parent)
-        if controller == "cpuset":  # a v1 cpuset must have cpus and mems before anything joins it
-            for name in ("cpuset.cpus", "cpuset.mems"):
-                if not (parent / name).read_text().strip():
-                    (parent / name).write_text((parent.parent / name).read_text().strip())
-        self.path = parent / group_name(label)
-        self.path.mkdir()
-        if controller == "cpuset":
-            (self.path / "cpuset.mems").write_text((parent / "cpuset.mems").read_text().strip())
-            (self.path / "cpuset.cpus").write_text((parent / "cpuset.cpus").read_text().strip())
-
-    @classmethod
-    def make(cls, controller: str, label: str) -> V1Group | None:
-        if controller in os.environ.get("KERNEL_AGENT_NO_CGROUP_V1", "").split(","):
-            return None
-        try:
-            return cls(controller, label)
-        except OSError:
-            return None
-
-    def write(self, name: str, value: str) -> None:
-        (self.path / name).write_text(value)
-
-    def read(self, name: str) -> str:
-        return (self.path / name).read_text().strip()
-
-    def join(self) -> None:
-        with open(self.path / "cgroup.procs", "w") as handle:
-            handle.write(str(os.getpid()))
-
-    def remove(self) -> None:
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            try:
-                self.path.rmdir()
-                return
-            except OSError:
-                time.sleep(0.01)
-
-
-_CLEANED: list[bool] = []
-
-
-def clean_stale_cgroups() -> None:
-    """Remove empty sandbox cgroups an earlier, killed orchestrator left behind (once per process).
-
-    Only groups whose orchestrator is gone: another orchestrator's group is empty for a moment between
-    its creation and its worker joining it, and removing it then failed that worker's start."""
-    if _CLEANED:
-        return
-    _CLEANED.append(True)
-    parents = [cgroup_root(), *(V1_ROOT / controller / CGROUP_PARENT for controller in V1_CONTROLLERS)]
-    for parent in parents:
-        try:  # another user's parent (root's, made under umask 077) may be unreadable: nothing of ours is in it
-            children = list(parent.iterdir()) if parent is not None else []
-        except OSError:
-            continue
-        for child in children:
-            if not child.is_dir() or _owner_alive(child.name):
-                continue
-            try:
-                if not (child / "cgroup.procs").read_text().split():
-                    child.rmdir()
-            except OSError:
-                pass
 
 
 @dataclass
@@ -218,13 +41,6 @@ class Usage:
     cpu_ns: int
     processes: int
     threads: int
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _children(pid: int) -> list[int]:
@@ -380,7 +196,7 @@ class SignalFreezer:
             current = pids()
             fresh = [pid for pid in current if pid not in stopped]
             for pid in fresh:
-                _signal(pid, signal.SIGSTOP)
+                send_signal(pid, signal.SIGSTOP)
                 stopped.add(pid)
             return not fresh and all(_threads_stopped(pid) for pid in current)
 
@@ -395,7 +211,7 @@ class SignalFreezer:
 
     def thaw(self, pids: Callable[[], list[int]]) -> None:
         for pid in pids():
-            _signal(pid, signal.SIGCONT)
+            send_signal(pid, signal.SIGCONT)
 
     def holds(self, pids: Callable[[], list[int]] | None = None) -> bool:
         return pids is None or all(_threads_stopped(pid) for pid in pids())
@@ -525,4 +341,4 @@ class ProcessControl:
     def kill(self) -> None:
         """SIGKILL every process of the sandbox (it ends stopped processes too)."""
         for pid in self.members():
-            _signal(pid, signal.SIGKILL)
+            send_signal(pid, signal.SIGKILL)

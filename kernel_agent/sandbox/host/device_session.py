@@ -59,15 +59,15 @@ class DeviceWorkerSession(WorkerSession):
         cpu_ns, window_ns = self.cpu_of_last_request(), time.perf_counter_ns() - began
         self._device(lambda: self.exchange.after_reply(self.spec.role, layout, True))
         reply = self.request(Describe(integrity), "describe")
-        host, device, outputs, _inputs = described_reply(reply, len(sets), cuda=True)
+        claims = described_reply(reply, len(sets), cuda=True)
         return Timed(
             trusted_ms=(t1 - t0) / 1e6,
-            host_ms=[float(h) for h in host],
-            device_ms=[float(d) for d in device],
+            host_ms=claims.host_ms,
+            device_ms=claims.device_ms,
             cpu_ns=cpu_ns,
             window_ns=window_ns,
             wall_ns=t1 - began,
-            outputs=[self._device(lambda o=o: parse_handles(o)) for o in outputs],
+            outputs=[self._device(lambda o=o: parse_handles(o)) for o in claims.outputs],
             inputs=self.exchange.buffers(self.spec.role, layout),  # the trusted buffers as the kernel left them
         )
 

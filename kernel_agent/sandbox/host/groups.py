@@ -8,16 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kernel_agent.sandbox.host.control import (
-    Cgroup,
-    Freezer,
-    SignalFreezer,
-    V1Freezer,
-    V1Group,
-    cgroup_root,
-    clean_stale_cgroups,
-    v2_freezer,
-)
+from kernel_agent.sandbox.host.cgroups import Cgroup, V1Group, cgroup_root, clean_stale_cgroups
+from kernel_agent.sandbox.host.control import Freezer, SignalFreezer, V1Freezer, v2_freezer
 
 
 class SandboxGroups:

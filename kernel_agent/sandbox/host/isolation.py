@@ -99,18 +99,6 @@ class Isolation:
         return f"{self.level} (uid {self.uid}; {', '.join(self.layers)}; {quota})"
 
 
-@functools.cache
-def probe(preferred: str = "auto") -> Isolation:
-    """The strongest layer that actually starts a process here (`levels.py` tries them and says why one failed)."""
-    from kernel_agent.sandbox.host.levels import attempts
-
-    tried = attempts(preferred)
-    if tried[-1].isolation is None:
-        why = f": {tried[-1].why}" + (f" (fix: {tried[-1].fix})" if tried[-1].fix else "")
-        raise RuntimeError(f"isolation level {preferred!r} is not available on this machine{why}")
-    return tried[-1].isolation
-
-
 SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/sys", "/var/lib")  # read-only; everything else is absent
 ROOT_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
@@ -357,11 +345,6 @@ SCRATCH_DIRS = ("home", "tmp", "cache")
 SANDBOX_WRITABLE = (SCRATCH, *(f"{SCRATCH}/{name}" for name in SCRATCH_DIRS))
 
 
-def scratch_dir(workdir: Path, *names: str) -> Path:
-    """A folder inside the work dir's scratch area (for per-candidate caches)."""
-    return workdir.joinpath(SCRATCH, *names)
-
-
 def prepare_workdir(workdir: Path, uid: int, writable: tuple[str, ...] = ()) -> None:
     """Create the work dir owned by the trusted side, with only SANDBOX_WRITABLE writable by `uid`."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -445,35 +428,5 @@ def write_trusted(path: Path, data: bytes, owner: int | None = None) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
-
-
-class UntrustedFileError(OSError):
-    """A file the sandbox handed over is not a plain, size-capped regular file."""
-
-
-def read_untrusted(path: Path, max_bytes: int) -> bytes:
-    """Read a file the sandbox wrote: no symlinks, no FIFOs or devices, at most `max_bytes`."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise UntrustedFileError(f"cannot open {path.name}: {exc.strerror}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UntrustedFileError(f"{path.name} is not a regular file")
-        if info.st_size > max_bytes:
-            raise UntrustedFileError(f"{path.name} is {info.st_size} bytes, over the {max_bytes}-byte limit")
-        chunks, total = [], 0
-        while True:
-            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > max_bytes:
-                raise UntrustedFileError(f"{path.name} grew past the {max_bytes}-byte limit")
-        return b"".join(chunks)
     finally:
         os.close(fd)

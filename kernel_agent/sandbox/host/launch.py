@@ -25,9 +25,10 @@ from kernel_agent.sandbox.host.isolation import (
     wrap,
     write_trusted,
 )
-from kernel_agent.sandbox.host.shm import ALIGN, InputSegment, Placed, nbytes
-from kernel_agent.sandbox.host.spawn import WorkerFds, spawn
-from kernel_agent.sandbox.protocol import die_with_parent
+from kernel_agent.sandbox.host.shm import ALIGN, InputSegment, nbytes
+from kernel_agent.sandbox.host.spawn import spawn
+from kernel_agent.sandbox.protocol import WorkerFds, die_with_parent
+from kernel_agent.sandbox.tensors import Placed
 
 ADDR_NO_RANDOMIZE = 0x0040000
 

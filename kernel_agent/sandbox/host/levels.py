@@ -53,6 +53,16 @@ def attempts(preferred: str = "auto") -> list[Attempt]:
 
 
 @functools.cache
+def probe(preferred: str = "auto") -> Isolation:
+    """The strongest layer that actually starts a process here (`attempts` tries them and says why one failed)."""
+    tried = attempts(preferred)
+    if tried[-1].isolation is None:
+        why = f": {tried[-1].why}" + (f" (fix: {tried[-1].fix})" if tried[-1].fix else "")
+        raise RuntimeError(f"isolation level {preferred!r} is not available on this machine{why}")
+    return tried[-1].isolation
+
+
+@functools.cache
 def attempt(level: str) -> Attempt:
     root = os.geteuid() == 0
     if level == "bwrap":

@@ -16,8 +16,8 @@ from typing import Any
 
 from kernel_agent.core.text import clean
 from kernel_agent.core.verdict import Status
+from kernel_agent.sandbox import channel
 from kernel_agent.sandbox.deadline import Deadline
-from kernel_agent.sandbox.host import channel
 from kernel_agent.sandbox.host.accounting import Accounting
 from kernel_agent.sandbox.host.control import ControlError, ProcessControl, Usage
 from kernel_agent.sandbox.host.disk_watch import DiskWatch

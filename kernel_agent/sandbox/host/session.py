@@ -15,17 +15,9 @@ import torch
 
 from kernel_agent.core.verdict import Status
 from kernel_agent.sandbox.host.process import SandboxProcess, WorkerFailure, WorkerSpec
-from kernel_agent.sandbox.host.shm import (
-    MAX_TENSORS,
-    ExpectedOutput,
-    OutputRef,
-    Placed,
-    TransportError,
-    layout_of,
-    mismatch,
-    read_bound,
-)
+from kernel_agent.sandbox.host.shm import ExpectedOutput, layout_of, mismatch, read_bound
 from kernel_agent.sandbox.protocol import Call, Describe, Load, Ping, Stage
+from kernel_agent.sandbox.tensors import MAX_TENSORS, OutputRef, Placed, TransportError
 
 
 @dataclass
@@ -99,8 +91,8 @@ class WorkerSession(SandboxProcess):
         early = self._hash_outputs(ended.get("at"), watched or {})
         reply = self.request(Describe(integrity), "describe")
         cuda = self.spec.device == "cuda"
-        host, device, outputs, given = described_reply(reply, len(sets), cuda)
-        described = [self.output_refs({"outputs": o}, "outputs") for o in outputs]
+        claims = described_reply(reply, len(sets), cuda)
+        described = [output_refs(o, "outputs") for o in claims.outputs]
         for call, hashes in early.items():
             for (address, size, before), ref in zip(hashes, described[call]):
                 if ref.address != address or self.memory.digest(address, size) != before:  # type: ignore[union-attr]
@@ -111,13 +103,13 @@ class WorkerSession(SandboxProcess):
                     )
         return Timed(
             trusted_ms=(t1 - t0) / 1e6,
-            host_ms=[float(h) for h in host],
-            device_ms=[float(d) for d in device] if cuda else None,
+            host_ms=claims.host_ms,
+            device_ms=claims.device_ms,
             cpu_ns=cpu_ns,
             window_ns=window_ns,
             wall_ns=t1 - began,
             outputs=described,
-            inputs=[self.output_refs({"inputs": i}, "inputs") for i in given],
+            inputs=[output_refs(i, "inputs") for i in claims.inputs],
         )
 
     def _hash_outputs(
@@ -147,15 +139,8 @@ class WorkerSession(SandboxProcess):
         return (t1 - t0) / 1e6
 
     def output_refs(self, reply: dict[str, Any], key: str) -> list[OutputRef]:
-        described = reply.get(key)
-        if not isinstance(described, list) or len(described) > MAX_TENSORS:
-            raise WorkerFailure(
-                Status.REJECTED, f"protocol violation: the worker reply's {key} are not a list of at most {MAX_TENSORS}"
-            )
-        try:
-            return [OutputRef.parse(d) for d in described]
-        except TransportError as exc:
-            raise WorkerFailure(Status.REJECTED, f"protocol violation: {exc}") from None
+        """A check call's reply's descriptions under `key` ("outputs" or "inputs"), each field checked."""
+        return output_refs(reply.get(key), key)
 
     def read(self, refs: list[OutputRef], expected: tuple[ExpectedOutput, ...]) -> list[torch.Tensor]:
         """The tensors `refs` name, read from the frozen worker's memory: only once their count, shapes and
@@ -191,13 +176,37 @@ def call_layouts(sets: list[list[torch.Tensor]]) -> list[list]:
     return calls
 
 
+def output_refs(described: object, what: str) -> list[OutputRef]:
+    """The worker's descriptions of one call's `what` ("outputs" or "inputs"): a bounded list, every field
+    type- and range-checked; anything else is a protocol violation."""
+    if not isinstance(described, list) or len(described) > MAX_TENSORS:
+        raise WorkerFailure(
+            Status.REJECTED, f"protocol violation: the worker reply's {what} are not a list of at most {MAX_TENSORS}"
+        )
+    try:
+        return [OutputRef.parse(d) for d in described]
+    except TransportError as exc:
+        raise WorkerFailure(Status.REJECTED, f"protocol violation: {exc}") from None
+
+
 def _finite_positive(value: object) -> bool:
     return (
         isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and 0 < value < float("inf")
     )
 
 
-def described_reply(reply: dict[str, Any], calls: int, cuda: bool) -> tuple[Any, Any, list, list]:
+@dataclass(frozen=True)
+class Described:
+    """A `describe` reply held to its shape: one claim per call from each clock, and one description per call
+    of its outputs and inputs, still undecoded (each data path decodes its own: addresses or IPC handles)."""
+
+    host_ms: list[float]  # the worker's clock around each call (claims)
+    device_ms: list[float] | None  # CUDA events per call (claims; None on a CPU)
+    outputs: list[Any]
+    inputs: list[Any]
+
+
+def described_reply(reply: dict[str, Any], calls: int, cuda: bool) -> Described:
     """A `describe` reply's claims and per-call descriptions, each held to one per call (both data paths)."""
     host, device = reply.get("host_ms"), reply.get("device_ms")
     if not claims_ok(host, calls) or (cuda and not claims_ok(device, calls)):
@@ -209,7 +218,13 @@ def described_reply(reply: dict[str, Any], calls: int, cuda: bool) -> tuple[Any,
         raise WorkerFailure(
             Status.REJECTED, "protocol violation: the worker reply's outputs and inputs are not one list per call"
         )
-    return host, device, outputs, given
+    assert isinstance(host, list)
+    return Described(
+        host_ms=[float(h) for h in host],
+        device_ms=[float(d) for d in device] if cuda and isinstance(device, list) else None,
+        outputs=outputs,
+        inputs=given,
+    )
 
 
 def claims_ok(values: object, count: int) -> bool:

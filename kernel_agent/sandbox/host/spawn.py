@@ -1,30 +1,11 @@
-"""Start one sandboxed worker holding its protocol descriptors (the launch mechanics of session.py)."""
+"""Start one sandboxed worker holding its protocol descriptors at the numbers the trusted side holds them at."""
 
 from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable
-from dataclasses import astuple, dataclass
 
-
-@dataclass(frozen=True)
-class WorkerFds:
-    """The descriptors a worker is handed, and the numbers it finds them at (`--fds` on its command line)."""
-
-    requests: int  # the worker reads requests here
-    replies: int  # and writes replies here
-    inputs: int  # the sealed input segment
-    state: int = -1  # a KernelBench module's weights, when it has any
-
-    def arg(self) -> str:
-        return ",".join(str(fd) for fd in astuple(self))
-
-    @classmethod
-    def parse(cls, text: str) -> WorkerFds:
-        return cls(*(int(part) for part in text.split(",")))
-
-    def passed(self) -> tuple[int, ...]:
-        return tuple(fd for fd in astuple(self) if fd >= 0)
+from kernel_agent.sandbox.protocol import WorkerFds
 
 
 def spawn(

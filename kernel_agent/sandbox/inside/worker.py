@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel_agent.core.verdict import Status
-from kernel_agent.sandbox.host.spawn import WorkerFds
+from kernel_agent.sandbox import channel
 from kernel_agent.sandbox.inside import kernel_call
 from kernel_agent.sandbox.inside.device_worker import export_all, open_inputs
 from kernel_agent.sandbox.inside.integrity import Integrity
@@ -37,22 +37,37 @@ from kernel_agent.sandbox.inside.kernel_call import (
     pointers,
 )
 from kernel_agent.sandbox.inside.loading import build_model, entry_point, import_kernel
-from kernel_agent.sandbox.protocol import CallError, die_with_parent
+from kernel_agent.sandbox.protocol import (
+    Call,
+    CallError,
+    Check,
+    Describe,
+    Exit,
+    Load,
+    Ping,
+    Profile,
+    ProtocolError,
+    Request,
+    Stage,
+    Warmup,
+    WorkerFds,
+    die_with_parent,
+    parse,
+)
 
 
 class Worker:
     def __init__(self, config: dict[str, Any]) -> None:
         import torch
 
-        from kernel_agent.sandbox.host import channel, shm
+        from kernel_agent.sandbox import tensors
 
         self.torch = torch
-        self.shm = shm
-        self.channel = channel
+        self.tensors = tensors  # imported here, as torch is: once `main` has sent this process's output to its log
         self.config = config
         self.device = config["device"]
         self.fds: WorkerFds = config["fds"]
-        self.reader = channel.LineReader(self.fds.requests)
+        self.reader = channel.LineReader(self.fds.requests, peer="the trusted side")
         self.segment: mmap.mmap | None = None
         self.kept: list[Any] = []  # the last reply's outputs stay alive until the trusted side has read them
         self.staged: dict[str, list[Any]] = {}  # each config's timed calls: their input views (on a GPU, layouts)
@@ -86,31 +101,31 @@ class Worker:
         self.integrity.check(when)
 
     # ---- loading ---------------------------------------------------------
-    def load(self, message: dict[str, Any]) -> dict[str, Any]:
+    def load(self, request: Load) -> dict[str, Any]:
         config = self.config
         self.module = import_kernel(config["source"], config.get("build_store"))
-        self.fn = entry_point(self.module, config["entry"], self._model(message))
+        self.fn = entry_point(self.module, config["entry"], self._model(request))
         self.torch.set_num_threads(int(config["threads"]))
         self.check_integrity("after import")
         return {"ok": True, "event": "loaded"}
 
-    def _model(self, message: dict[str, Any]) -> Callable[[Any], Any] | None:
+    def _model(self, request: Load) -> Callable[[Any], Any] | None:
         """How a KernelBench module is built with the reference's weights (read from the sealed state segment)."""
-        if message.get("state") is None:
+        if request.state is None:
             return None
-        state_map = self.shm.map_readonly(self.fds.state)
-        names, layout = message["state"]["names"], message["state"]["layout"]
-        state = dict(zip(names, self.shm.views(state_map, layout)))
-        init_args = message["state"]["init_args"]
+        state_map = self.tensors.map_readonly(self.fds.state)
+        names, layout = request.state["names"], request.state["layout"]
+        state = dict(zip(names, self.tensors.views(state_map, layout)))
+        init_args = request.state["init_args"]
         return lambda target: build_model(target, self.config["entry"], state, init_args, self.device)
 
     # ---- calls -----------------------------------------------------------
-    def _inputs(self, message: dict[str, Any]) -> list[Any]:
+    def _inputs(self, layout: list[Any]) -> list[Any]:
         """The kernel's inputs: views of the copy-on-write mapping of the segment, for checks, warm-up and timed
         calls alike (nothing tells a timed call from a checked one by its memory). On a GPU, device copies."""
         if self.segment is None:
-            self.segment = self.shm.map_private(self.fds.inputs)
-        views = self.shm.views(self.segment, message["layout"])
+            self.segment = self.tensors.map_private(self.fds.inputs)
+        views = self.tensors.views(self.segment, layout)
         return [t.to("cuda") for t in views] if self.device == "cuda" else views
 
     def run_call(self, inputs: list[Any]) -> tuple[Any, ...]:
@@ -137,13 +152,13 @@ class Worker:
         """Where each tensor lives in host memory (device tensors are copied to the host first)."""
         host = [t.detach().cpu() if t.device.type != "cpu" else t.detach() for t in tensors]
         self.kept = host
-        return [self.shm.OutputRef.of(h, t.device.type).to_json() for h, t in zip(host, tensors)]
+        return [self.tensors.OutputRef.of(h, t.device.type).to_json() for h, t in zip(host, tensors)]
 
-    def check(self, message: dict[str, Any]) -> dict[str, Any]:
+    def check(self, request: Check) -> dict[str, Any]:
         torch = self.torch
         self.kept = []  # the last reply's tensors were read while this process was frozen: free them before the copy
-        inputs = self._inputs(message)
-        self._poison(int(message.get("poison_bytes", 0)), float(message.get("poison_value", float("nan"))))
+        inputs = self._inputs(request.placed["layout"])
+        self._poison(request.poison_bytes, request.poison_value)
         outputs = self.run_call(inputs)
         if self.device == "cuda":
             torch.cuda.synchronize()
@@ -153,41 +168,39 @@ class Worker:
         self.check_integrity("after a check call")
         return {"ok": True, "outputs": described[: len(outputs)], "inputs": described[len(outputs) :]}
 
-    def warmup(self, message: dict[str, Any]) -> dict[str, Any]:
-        inputs = self._inputs(message)
+    def warmup(self, request: Warmup) -> dict[str, Any]:
+        inputs = self._inputs(request.placed["layout"])
         start, calls = time.perf_counter(), 0
-        while calls < int(message.get("min_calls", 10)) or time.perf_counter() - start < float(
-            message.get("min_seconds", 0.025)
-        ):
+        while calls < request.min_calls or time.perf_counter() - start < request.min_seconds:
             self.run_call(inputs)
             if self.device == "cuda":
                 self.torch.cuda.synchronize()
             calls += 1
-            if time.perf_counter() - start > float(message.get("max_seconds", 30)):
+            if time.perf_counter() - start > request.max_seconds:
                 break
         advise_huge_heap()  # the heap may have grown past the start's: the later growth on huge pages too
         self.check_integrity("after warm-up")
         return {"ok": True, "calls": calls, "seconds": time.perf_counter() - start}
 
-    def stage(self, message: dict[str, Any]) -> dict[str, Any]:
+    def stage(self, request: Stage) -> dict[str, Any]:
         """Views of the segment for every call of a config's timed requests (untimed; no input has been placed
         yet, so nothing here can start on one): the timed request itself only calls the kernel."""
-        layouts = message["calls"]
-        views = [self._inputs({"layout": layout}) for layout in layouts] if self.device == "cpu" else layouts
+        layouts = request.calls
+        views = [self._inputs(layout) for layout in layouts] if self.device == "cpu" else layouts
         if self.ipc is not None:  # the trusted side's device buffers, opened once (DESIGN.md section 18)
-            views = open_inputs(self.ipc, message["handles"])
-        self.staged[str(message["key"])] = views
+            views = open_inputs(self.ipc, request.handles)
+        self.staged[request.key] = views
         return {"ok": True}
 
-    def call(self, message: dict[str, Any]) -> dict[str, Any]:
+    def call(self, request: Call) -> dict[str, Any]:
         """One timed request: the kernel on each staged call's inputs, a clock read either side, nothing else.
         The trusted side's clock around it is the time of record; describing the outputs, checking them and
         reporting these clocks (claims) wait for `describe`, outside the timed request."""
         torch = self.torch
         self.kept, self.pending = [], []
-        for staged in self.staged[str(message["key"])]:
+        for staged in self.staged[request.key]:
             if self.device == "cuda":
-                inputs = self._inputs({"layout": staged}) if self.ipc is None else staged
+                inputs = self._inputs(staged) if self.ipc is None else staged
                 torch.cuda.synchronize()
                 self.l2_flush.fill_(1)
                 torch.cuda.synchronize()
@@ -208,7 +221,7 @@ class Worker:
         # `describe`, so an output finished after the clock stopped is seen changing.
         return {"ok": True, "at": [pointers(result) for _, result, _, _ in self.pending]}
 
-    def describe(self, message: dict[str, Any]) -> dict[str, Any]:
+    def describe(self, request: Describe) -> dict[str, Any]:
         """After a timed request (untimed, its CPU held to the baseline's): where each call's outputs and inputs
         are, the worker's own clocks (claims), and the checks a call's outputs must pass."""
         host_ms, device_ms, described, given, kept = [], [], [], [], []
@@ -229,7 +242,7 @@ class Worker:
             "outputs": described,
             "inputs": given,
         }
-        if message.get("integrity"):
+        if request.integrity:
             self.check_integrity("after a timed block")
         return reply
 
@@ -242,18 +255,18 @@ class Worker:
         both = self._describe(outputs + inputs)
         return both[: len(outputs)], both[len(outputs) :]
 
-    def ping(self, message: dict[str, Any]) -> dict[str, Any]:
+    def ping(self, request: Ping) -> dict[str, Any]:
         """The least a request can cost: the floor under the time of record (the trusted side pings the
         baseline's worker, which runs no candidate code)."""
         return {"ok": True}
 
-    def profile(self, message: dict[str, Any]) -> dict[str, Any]:
+    def profile(self, request: Profile) -> dict[str, Any]:
         """torch.profiler over a few calls, after the timing is over: advice, never part of a verdict."""
         from kernel_agent.measure.op_breakdown import op_breakdown
 
-        inputs = self._inputs(message)
+        inputs = self._inputs(request.placed["layout"])
         self.run_call(inputs)
-        breakdown = op_breakdown(lambda: self.run_call(inputs), self.device, int(message.get("calls", 3)))
+        breakdown = op_breakdown(lambda: self.run_call(inputs), self.device, request.calls)
         if self.device == "cuda":
             from kernel_agent.measure.op_breakdown import triton_kernels_metadata
 
@@ -261,26 +274,32 @@ class Worker:
         return {"ok": True, "breakdown": breakdown}
 
     def serve(self) -> None:
-        handlers = {
-            "load": self.load,
-            "check": self.check,
-            "warmup": self.warmup,
-            "stage": self.stage,
-            "call": self.call,
-            "describe": self.describe,
-            "ping": self.ping,
-            "profile": self.profile,
+        """Answer requests until `Exit` or the channel closes. Every line is read through `protocol.parse`: one
+        that is not a request gets `ok: false` and a one-line reason, with no status of the kernel's."""
+        handlers: dict[type[Request], Callable[[Any], dict[str, Any]]] = {
+            Load: self.load,
+            Check: self.check,
+            Warmup: self.warmup,
+            Stage: self.stage,
+            Call: self.call,
+            Describe: self.describe,
+            Ping: self.ping,
+            Profile: self.profile,
         }
         while True:
             try:
-                message = self.reader.receive()
-            except self.channel.ChannelClosed:
+                request = parse(self.reader.receive())
+            except channel.ChannelClosed:
                 return
-            command = message.get("cmd")
-            if command == "exit":
+            except (channel.ChannelError, ProtocolError) as exc:
+                channel.send(self.fds.replies, {"ok": False, "reason": f"malformed request: {exc}"})
+                if isinstance(exc, channel.LineTooLong):
+                    return  # no line end to find: nothing after it can be read as a request
+                continue
+            if isinstance(request, Exit):
                 return
             try:
-                reply = handlers[command](message)
+                reply = handlers[type(request)](request)
             except CallError as exc:
                 reply = {"ok": False, "status": exc.status, "reason": exc.reason}
             except Violation as exc:
@@ -289,7 +308,7 @@ class Worker:
                 reply = {"ok": False, "status": Status.CRASHED, "reason": "out of memory"}
             except Exception as exc:  # noqa: BLE001 - e.g. CUDA errors surfacing at sync
                 reply = {"ok": False, "status": Status.RUNTIME_ERROR, "reason": one_line(exc)}
-            self.channel.send(self.fds.replies, reply)
+            channel.send(self.fds.replies, reply)
 
 
 def device_transport(config: dict[str, Any]) -> Any:
@@ -311,7 +330,7 @@ def advise_huge_heap() -> None:
     processes running one kernel kept a 5-20% speed difference for their whole life (physical placement);
     on huge pages, within 1-4%. Asked for here, after `import torch`, rather than for the whole process
     (glibc.malloc.hugetlb=1): the import's scattered heap then stays on small pages, and on a VM whose host
-    takes freed memory back, every huge page costs a cold fault (~12 ms per MB here, 2026-12-03)."""
+    takes freed memory back, every huge page costs a cold fault (DESIGN.md section 6 has the measurements)."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
@@ -337,8 +356,6 @@ def main() -> None:
     os.dup2(log, 2)
     sys.stdout = os.fdopen(1, "w", buffering=1)
     sys.stderr = os.fdopen(2, "w", buffering=1)
-    from kernel_agent.sandbox.host import channel
-
     die_with_parent()
     worker = Worker(config)
     # Ready before any candidate code runs: the trusted side records this process and freezes it.

@@ -15,7 +15,7 @@ from kernel_agent.evaluate.preparation import EvaluationError, baseline_spec
 from kernel_agent.problem.load import load_problem
 from kernel_agent.problem.oracle import CaseMaker
 from kernel_agent.sandbox.deadline import Deadline
-from kernel_agent.sandbox.host.isolation import probe
+from kernel_agent.sandbox.host.levels import probe
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "cpp_softmax"
 

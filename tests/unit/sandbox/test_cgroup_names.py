@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import kernel_agent
-from kernel_agent.sandbox.host.control import _owner_alive, group_name, make_parent
+from kernel_agent.sandbox.host.cgroups import _owner_alive, group_name, make_parent
 from kernel_agent.sandbox.host.isolation import traversable
 
 OTHER_UID = 65534 if os.geteuid() != 65534 else 65533
@@ -61,9 +61,9 @@ def test_a_parent_another_user_cannot_list_is_passed_over(tmp_path) -> None:
         script = (
             f"import sys; sys.path.insert(0, {str(package)!r})\n"
             "from pathlib import Path\n"
-            "from kernel_agent.sandbox.host import control\n"
-            f"control.V1_ROOT = Path({str(root)!r})\n"
-            "control.clean_stale_cgroups()\n"
+            "from kernel_agent.sandbox.host import cgroups\n"
+            f"cgroups.V1_ROOT = Path({str(root)!r})\n"
+            "cgroups.clean_stale_cgroups()\n"
             "from kernel_agent.sandbox.host.groups import SandboxGroups\n"
             "groups = SandboxGroups('candidate', {0}, 1 << 30)\n"
             "print(groups.freezer().name, groups.cores(), len(groups.joined()))\n"

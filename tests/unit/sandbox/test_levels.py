@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from kernel_agent.sandbox.host import levels
-from kernel_agent.sandbox.host.isolation import Isolation, probe
-from kernel_agent.sandbox.host.levels import Attempt, attempt, attempts, notice
+from kernel_agent.sandbox.host.isolation import Isolation
+from kernel_agent.sandbox.host.levels import Attempt, attempt, attempts, notice, probe
 
 
 @pytest.fixture(autouse=True)

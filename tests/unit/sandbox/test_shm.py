@@ -11,18 +11,8 @@ import os
 import pytest
 import torch
 
-from kernel_agent.sandbox.host.shm import (
-    ALIGN,
-    SEGMENT_EXTRA,
-    InputSegment,
-    OutputRef,
-    TransportError,
-    map_readonly,
-    nbytes,
-    read_bound,
-    segment_bytes,
-    views,
-)
+from kernel_agent.sandbox.host.shm import ALIGN, SEGMENT_EXTRA, InputSegment, nbytes, read_bound, segment_bytes
+from kernel_agent.sandbox.tensors import OutputRef, TransportError, map_readonly, views
 
 
 @pytest.fixture
