@@ -26,7 +26,8 @@ from chromium import CHROMIUM, NO_BROWSER, Browser
 from conftest import ROOT, run_cli
 from review_pages import HOSTILE_SOURCES, SENTINEL, honest_run, hostile_run
 
-SCREENSHOT = ROOT / "docs" / "guide" / "review-page.png"
+SCREENSHOT = ROOT / "docs" / "guide" / "review-page.png"  # written only with KERNEL_AGENT_SAVE_SCREENSHOT=1
+pytestmark = pytest.mark.slow
 needs_browser = pytest.mark.skipif(not CHROMIUM.exists(), reason=NO_BROWSER)
 
 

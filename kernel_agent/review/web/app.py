@@ -102,16 +102,16 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         """Quiet: the terminal shows the URL and the decisions, not every asset request."""
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         self._answer(self._get)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._answer(self._post)
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         self._send(405, "text/plain", b"method not allowed\n")
 
-    do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = do_PUT  # noqa: N815
+    do_DELETE = do_PATCH = do_OPTIONS = do_PUT
 
     def _answer(self, handler: Any) -> None:
         try:
