@@ -141,7 +141,7 @@ class Handler(BaseHTTPRequestHandler):
     def _post(self, inner: str) -> None:
         if inner != "decide":
             raise Refused(404, "no such action")
-        security.check_decision(self.headers, self.server.origin, self.server.secrets.csrf)
+        security.check_decision(self.headers, security.origins(self.server.port), self.server.secrets.csrf)
         try:
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:

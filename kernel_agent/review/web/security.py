@@ -76,13 +76,18 @@ def route(path: str, token: str) -> str:
     return inner
 
 
-def check_decision(request_headers: Mapping[str, str], origin: str, csrf: str) -> None:
+def origins(port: int) -> frozenset[str]:
+    """The origins the page itself can have: the server's port under either loopback name."""
+    return frozenset(f"http://{name}:{port}" for name in LOOPBACK_NAMES)
+
+
+def check_decision(request_headers: Mapping[str, str], allowed: frozenset[str], csrf: str) -> None:
     """A decision comes from the page's own script: JSON, same origin, and the page's CSRF secret in a header."""
     content_type = (request_headers.get("Content-Type") or "").split(";")[0].strip().lower()
     if content_type != "application/json":
         raise Refused(415, "a decision is a JSON body")
     sent_origin = request_headers.get("Origin")
-    if sent_origin is not None and sent_origin != origin:
+    if sent_origin is not None and sent_origin not in allowed:
         raise Refused(403, "a decision from another origin")
     site = request_headers.get("Sec-Fetch-Site")
     if site is not None and site != "same-origin":

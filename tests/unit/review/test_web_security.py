@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from kernel_agent.review.web.security import PAGE_POLICY, Refused, Secrets, check_decision, check_host, route
+from kernel_agent.review.web.security import (
+    PAGE_POLICY,
+    Refused,
+    Secrets,
+    check_decision,
+    check_host,
+    origins,
+    route,
+)
 
 TOKEN = "s3cret-token"
 ORIGIN = "http://127.0.0.1:8123"
+ALLOWED = origins(8123)
 GOOD = {"Content-Type": "application/json", "X-CSRF-Token": "csrf-value", "Origin": ORIGIN}
 
 
@@ -46,20 +55,23 @@ def test_only_loopback_on_the_servers_own_port_is_answered() -> None:
         ({"Content-Type": "text/plain"}, 415),
         ({"Origin": "http://evil.example"}, 403),
         ({"Origin": "null"}, 403),
+        ({"Origin": "http://127.0.0.1:8124"}, 403),
+        ({"Origin": "http://localhost.evil.example:8123"}, 403),
         ({"Sec-Fetch-Site": "cross-site"}, 403),
         ({"Sec-Fetch-Site": "same-site"}, 403),
     ],
 )
 def test_a_decision_needs_json_the_same_origin_and_the_csrf_secret(change: dict[str, str], status: int) -> None:
-    check_decision(GOOD, ORIGIN, "csrf-value")
+    check_decision(GOOD, ALLOWED, "csrf-value")
+    check_decision({**GOOD, "Origin": "http://localhost:8123"}, ALLOWED, "csrf-value")
     check_decision(
         {**GOOD, "Content-Type": "application/json; charset=utf-8", "Sec-Fetch-Site": "same-origin"},
-        ORIGIN,
+        ALLOWED,
         "csrf-value",
     )
     headers = {key: value for key, value in {**GOOD, **change}.items() if value or key != "X-CSRF-Token"}
     with pytest.raises(Refused) as refused:
-        check_decision(headers, ORIGIN, "csrf-value")
+        check_decision(headers, ALLOWED, "csrf-value")
     assert refused.value.status == status
 
 
