@@ -116,6 +116,8 @@ def test_a_reviewer_approves_and_rejects_with_the_keyboard_and_export_ships_the_
         browser.press("Escape")
         browser.press("r")
         browser.wait(f"document.getElementById('status').textContent.includes('candidate {fast}: rejected')")
+        shown_decision = browser.evaluate(f"document.querySelector('#c{fast} dd.decision').textContent")
+        assert shown_decision.startswith("reject by alice at ") and shown_decision.endswith(": reads past the row end")
         assert current(browser) == chunked, "a decision moves to the next candidate"
         browser.press("k")
         assert current(browser) == fast

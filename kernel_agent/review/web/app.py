@@ -16,6 +16,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader
 
+from kernel_agent.db.review_reads import latest_decisions
 from kernel_agent.db.session import Database
 from kernel_agent.review.decisions import ReviewError, queue, record
 from kernel_agent.review.report.diffs import pygments_css
@@ -81,11 +82,13 @@ class ReviewServer(ThreadingHTTPServer):
                 saved = record(self.db, data["candidate"], str(data.get("decision")), note, self.reviewer)
             except ReviewError as exc:
                 raise Refused(400, str(exc)) from None
+            stored = latest_decisions(self.db, [saved.candidate_id])[saved.candidate_id]
         return {
             "candidate": saved.candidate_id,
-            "decision": saved.decision,
-            "reviewer": saved.reviewer,
-            "note": saved.note,
+            "decision": stored.decision,
+            "reviewer": stored.reviewer,
+            "note": stored.note,
+            "at": stored.created_at.isoformat(timespec="seconds"),
         }
 
 

@@ -82,7 +82,7 @@
     for (const label of [item.querySelector(".state"), section(item).querySelector("h2 .state")]) {
       label.textContent = state;
     }
-    const stored = saved.decision + " by " + saved.reviewer + (saved.note ? ": " + saved.note : "");
+    const stored = saved.decision + " by " + saved.reviewer + " at " + saved.at + (saved.note ? ": " + saved.note : "");
     section(item).querySelector("dd.decision").textContent = stored;
     box.value = "";
     say("candidate " + saved.candidate + ": " + state + " by " + saved.reviewer);
