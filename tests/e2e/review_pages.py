@@ -59,7 +59,10 @@ HOSTILE_SOURCES = {
         "    return torch.softmax(x, dim=-1)\n"
     ),
 }
-HOSTILE_REASON = f'<script>{SENTINEL}</script><b onmouseover="{SENTINEL}">bold</b> [red]markup[/red]'
+HOSTILE_REASON = (
+    f'<script>{SENTINEL}</script><b onmouseover="{SENTINEL}">bold</b> [red]markup[/red] '
+    '<form method="post" action="decide"><input name="decision" value="approve"><button autofocus>ok</button></form>'
+)
 HOSTILE_OUTPUT = f"<style>@import url(http://evil.example/x.css);</style><img src=http://evil.example/p.png>{SENTINEL}"
 
 
