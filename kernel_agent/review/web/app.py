@@ -1,4 +1,4 @@
-"""The review server: the standard library's threading HTTP server, three routes under a secret path.
+"""The review server: the standard library's threading HTTP server, four routes under a secret path.
 
 `/TOKEN/` the page, `/TOKEN/report` the run's static report, `/TOKEN/static/NAME` the page's own script and
 stylesheets, `POST /TOKEN/decide` a decision. Every request passes `security` first; a refusal is one line of
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
@@ -116,7 +117,7 @@ class Handler(BaseHTTPRequestHandler):
 
     do_DELETE = do_PATCH = do_OPTIONS = do_PUT
 
-    def _answer(self, handler: Any) -> None:
+    def _answer(self, handler: Callable[[str], None]) -> None:
         try:
             security.check_host(self.headers.get("Host"), self.server.port)
             handler(security.route(self.path, self.server.secrets.token))
