@@ -42,7 +42,7 @@ def list_command(
         sys.stdout.write(json.dumps(rows) + "\n")
         return
     table = Table(title="candidates")
-    for column in ("id", "run", "kernel", "round", "origin", "status", "speedup", "95% CI", "note"):
+    for column in ("id", "run", "kernel", "round", "origin", "status", "speedup", "95% CI", "review", "note"):
         table.add_column(column)
     for c in rows:
         table.add_row(
@@ -54,6 +54,7 @@ def list_command(
             c["status"],
             record_cell(c),
             interval_cell(c),
+            f"{c['review']['decision']} ({c['review']['reviewer']})" if c["review"] else "-",
             "; ".join(part for part in (early_look(c), c["note"][:40]) if part),
         )
     stdout.print(table)

@@ -8,12 +8,18 @@ import typer
 
 from kernel_agent.cli import options as opt
 from kernel_agent.cli.common import fail, stderr, stdout
+from kernel_agent.cli.review_cmd import NO_OPEN, PORT, serve_page
 from kernel_agent.cli.run_arg import RUN, resolve_run_or_fail
 
 
 def report_command(
     run: str = RUN,
     output: Path = typer.Option(Path("report.html"), "-o", "--output", help="Where to write the HTML file."),
+    serve: bool = typer.Option(
+        False, "--serve", help="Serve the report and the review page on 127.0.0.1 until Ctrl-C (no file written)."
+    ),
+    port: int = PORT,
+    no_open: bool = NO_OPEN,
     db: str = opt.DB,
 ) -> None:
     """Write the run's report: summary, kernels, charts, lineage, diffs, failures, provenance (opens offline)."""
@@ -21,6 +27,9 @@ def report_command(
 
     database = opt.open_db(db)
     run_id = resolve_run_or_fail(database, run)
+    if serve:
+        serve_page(database, run_id, "report", port, not no_open)
+        return
     if output.is_dir():
         fail(f"{output} is a directory; pass a file name with -o")
     if not output.resolve().parent.exists():

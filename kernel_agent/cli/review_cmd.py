@@ -7,19 +7,21 @@ subcommand is taken as RUN (so `review 3`, `review latest` and
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 import typer
 from typer.core import TyperGroup
 
 from kernel_agent.cli import options as opt
-from kernel_agent.cli.common import fail, stdout
+from kernel_agent.cli.common import fail, stderr, stdout
 from kernel_agent.cli.run_arg import RUN, resolve_run_or_fail
 from kernel_agent.core.verdict import Status
 
 if TYPE_CHECKING:  # the database and measure modules load inside the commands
     from kernel_agent.core.of_record import NumberOfRecord
     from kernel_agent.db.review_reads import CandidateRecord
+    from kernel_agent.db.session import Database
 
 PAST = {"approve": "approved", "reject": "rejected"}
 ANSWERS = {
@@ -52,17 +54,31 @@ app = typer.Typer(
 )
 
 
+SERVE = typer.Option(False, "--serve", help="Review in the browser: a local page on 127.0.0.1 until Ctrl-C.")
+PORT = typer.Option(0, "--port", min=0, max=65535, help="The page's port with --serve (0: a free one).")
+NO_OPEN = typer.Option(False, "--no-open", help="With --serve, only print the page's URL (no browser).")
+
+
 @app.command("start")
 def start_command(
     run: str = RUN,
     kernel: str = typer.Option(None, "--kernel", help="Only this kernel."),
+    serve: bool = SERVE,
+    port: int = PORT,
+    no_open: bool = NO_OPEN,
     db: str = opt.DB,
 ) -> None:
-    """Walk each kernel's accepted and flagged candidates, best first, and approve, reject or skip each."""
+    """Walk each kernel's accepted and flagged candidates, best first, and approve, reject or skip each
+    (`--serve`: the same in the browser, with side-by-side diffs and keyboard navigation)."""
     from kernel_agent.review.decisions import queue, record
 
     database = opt.open_db(db)
     run_id = resolve_run_or_fail(database, run)
+    if serve:
+        if kernel:
+            fail("--kernel is for the terminal walk; the page shows every kernel of the run")
+        serve_page(database, run_id, "", port, not no_open)
+        return
     items = queue(database, run_id, kernel)
     if kernel and not items:
         fail(f"run {run_id} has no kernel {kernel!r}")
@@ -88,6 +104,23 @@ def start_command(
                 highlight=False,
             )
     stdout.print(f"done; {decided} decision(s) recorded", highlight=False)
+
+
+def serve_page(database: Database, run_id: int, page: str, port: int, open_browser: bool) -> None:
+    """Serve the run's review page (or its report) on 127.0.0.1: the URL on stdout, stopped by Ctrl-C."""
+    from kernel_agent.review.decisions import current_reviewer
+    from kernel_agent.review.web import serve
+
+    def announce(url: str) -> None:
+        stdout.print(url, highlight=False, soft_wrap=True)
+        stderr.print(f"run {run_id}: review page on 127.0.0.1 (Ctrl-C stops it)", highlight=False)
+        sys.stdout.flush()
+
+    try:
+        serve(database, run_id, current_reviewer(), port, page, open_browser, announce)
+    except OSError as exc:
+        fail(f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}")
+    stderr.print("review page stopped", highlight=False)
 
 
 def ask_decision() -> str:

@@ -72,6 +72,17 @@ def clean_nested(value: object, limit: int = 1000) -> object:
     return value
 
 
+# Characters that change the order text is displayed in (Trojan Source, CVE-2021-42574): a diff holding one can
+# read differently from what runs. `has_raw_controls` refuses the overrides in new sources; older rows and the
+# marks it lets through (LRM, RLM, ALM) are still shown, so every page that shows code names them.
+DIRECTION = re.compile(r"[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def direction_controls(text: str) -> list[str]:
+    """The direction-changing characters in `text` as code points (`U+202E`), each once, in order of appearance."""
+    return list(dict.fromkeys(f"U+{ord(ch):04X}" for ch in DIRECTION.findall(text)))
+
+
 _UNSTORABLE = re.compile(r"[\ud800-\udfff\x00]")
 
 

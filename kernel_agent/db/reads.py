@@ -24,7 +24,7 @@ from kernel_agent.db.models import (
     RunRow,
 )
 from kernel_agent.db.references import points_seen_by
-from kernel_agent.db.review_reads import KernelRecord, kernel_review, run_kernels
+from kernel_agent.db.review_reads import KernelRecord, kernel_review, latest_decisions, run_kernels
 from kernel_agent.db.session import Database
 
 VERIFIED = (Status.FASTER.value, Status.CORRECT.value)  # what fast_p counts; a flagged candidate waits for a human
@@ -160,7 +160,21 @@ def list_candidates(db: Database, run_id: int | None = None, kernel: str | None 
             query = query.where(ProblemRow.name == kernel)
         rows = session.execute(query.order_by(CandidateRow.id)).all()
         numbers = numbers_of(session, [(c, e) for c, e, _ in rows])
-        return [candidate_summary(c, e, name, numbers.get(c.id)) for c, e, name in rows]
+        found = [candidate_summary(c, e, name, numbers.get(c.id)) for c, e, name in rows]
+    decisions = latest_decisions(db, [c["id"] for c in found])
+    for c in found:  # the latest human decision, as review, the review page and export read it
+        d = decisions.get(c["id"])
+        c["review"] = (
+            None
+            if d is None
+            else {
+                "decision": d.decision,
+                "reviewer": d.reviewer,
+                "note": d.note,
+                "at": d.created_at.isoformat(timespec="seconds"),
+            }
+        )
+    return found
 
 
 def numbers_of(session: Session, rows: list[tuple[CandidateRow, EvaluationRow | None]]) -> dict[int, NumberOfRecord]:

@@ -1,4 +1,4 @@
-"""A human's decisions on candidates, and the HTML report they are made from."""
+"""A human's decisions on candidates, the HTML report they are made from, and the review page they are made on."""
 
 from __future__ import annotations
 

@@ -14,15 +14,14 @@ import os
 import re
 import shutil
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from chromium import CHROMIUM, DevTools, start_chromium
 from conftest import ROOT, run_cli
 from review_runs import build_run
 
-CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOT = ROOT / "benchmarks" / "results" / "report-screenshot.png"
 
 pytestmark = pytest.mark.slow
@@ -78,81 +77,6 @@ def test_report_is_self_contained(report: Path) -> None:
         and "filled: best candidate" in roofline
     )
     assert "Roofline on " in html and "GB/s" in roofline
-
-
-class DevTools:
-    """A minimal Chrome DevTools Protocol client over one page's websocket."""
-
-    def __init__(self, url: str) -> None:
-        import websocket
-
-        self.socket = websocket.create_connection(url, timeout=30, suppress_origin=True)
-        self.next_id = 0
-        self.events: list[dict] = []
-
-    def call(self, method: str, **params: object) -> dict:
-        self.next_id += 1
-        self.socket.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
-        while True:
-            message = json.loads(self.socket.recv())
-            if message.get("id") == self.next_id:
-                assert "error" not in message, message
-                return message.get("result", {})
-            self.events.append(message)
-
-    def wait_for(self, method: str, timeout: float = 30) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for event in self.events:
-                if event.get("method") == method:
-                    return event
-            self.events.append(json.loads(self.socket.recv()))
-        raise TimeoutError(method)
-
-    def drain(self, seconds: float) -> None:
-        """Collect whatever events arrive in the next `seconds` (late requests, late errors)."""
-        self.socket.settimeout(0.2)
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            try:
-                self.events.append(json.loads(self.socket.recv()))
-            except Exception:  # noqa: BLE001 - a read timeout: nothing more yet
-                continue
-        self.socket.settimeout(30)
-
-
-def start_chromium(profile: Path) -> tuple[subprocess.Popen, int]:
-    process = subprocess.Popen(
-        [
-            str(CHROMIUM),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-dev-shm-usage",
-            f"--user-data-dir={profile}",
-            "--remote-debugging-port=0",
-            "--remote-allow-origins=*",
-            "--window-size=1280,1000",
-            "about:blank",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    port_file = profile / "DevToolsActivePort"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if port_file.exists() and port_file.read_text().strip():
-            return process, int(port_file.read_text().splitlines()[0])
-        if process.poll() is not None:
-            raise RuntimeError(f"chromium exited with {process.returncode}")
-        time.sleep(0.1)
-    process.kill()
-    raise TimeoutError("chromium did not open its DevTools port")
 
 
 @pytest.mark.skipif(

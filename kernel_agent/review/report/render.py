@@ -27,14 +27,14 @@ def _interval(low: float | None, high: float | None) -> str:
     return f"[{low:.3f}, {high:.3f}]" if low is not None and high is not None else "-"
 
 
-def _quote(number: NumberOfRecord) -> str:
+def quote(number: NumberOfRecord) -> str:
     """A number of record as the report writes it: `1.475x [1.350, 1.610]`, or `re-timing` while withheld."""
     if number.withheld or number.speedup is None:
         return number.cell(3)
     return f"{number.cell(3)} {_interval(*(number.ci or (None, None)))}"
 
 
-def _speed(verdict: dict) -> str:
+def speed_class(verdict: dict) -> str:
     """A timed verdict's four-way class in words ("SAME: same speed within 3%"); '' for a verdict stored without one."""
     timing = verdict.get("timing") if isinstance(verdict, dict) else None
     res = timing.get("resolution") if isinstance(timing, dict) else None
@@ -64,7 +64,7 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(ms=_ms, speedup=_speedup, tojson_pretty=_json)
-    env.globals.update(interval=_interval, quote=_quote, early=_early, speed=_speed, safe=Markup)
+    env.globals.update(interval=_interval, quote=quote, early=_early, speed=speed_class, safe=Markup)
     return env
 
 
