@@ -12,6 +12,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from kernel_agent.sandbox.host.isolation import (
     Isolation,
     bwrap_prefix,
     needed_read_paths,
+    package_dir,
     traversable,
     unshare_prefix,
 )
@@ -61,7 +63,8 @@ def attempt(level: str) -> Attempt:
         return _unshare(root)
     if level == "process":
         uid = SANDBOX_UID if root else os.geteuid()
-        return Attempt(level, Isolation("process", uid, ("session", "env-allowlist", "rlimits", *_setuid(root))))
+        layers = ("session", "env-allowlist", "rlimits", *_setuid(root), *walls())
+        return Attempt(level, Isolation("process", uid, layers))
     raise ValueError(f"unknown isolation level {level!r}")
 
 
@@ -88,6 +91,23 @@ def unreachable(isolation: Isolation) -> str | None:
     )
 
 
+@functools.cache
+def walls() -> tuple[str, ...]:
+    """The walls every worker raises around itself on this kernel (sandbox/inside/walls.py), as layers:
+    ("landlock-abi7", "seccomp") here; found by raising them in a throwaway child, so the line names what holds.
+    A worker that cannot raise what this names refuses to serve."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(package_dir().parent)}
+    command = [sys.executable, "-P", "-s", "-B", "-m", "kernel_agent.sandbox.inside.walls"]
+    try:
+        done = subprocess.run(command, capture_output=True, timeout=60, text=True, env=env, cwd="/")
+    except (OSError, subprocess.SubprocessError):
+        return ("no-landlock", "no-seccomp")
+    said = done.stdout.strip()
+    if done.returncode != 0 or said.startswith("refused"):
+        return ("no-landlock", "no-seccomp")
+    return tuple(part.strip() for part in said.split(","))
+
+
 def _setuid(root: bool) -> tuple[str, ...]:
     return ("setuid",) if root else ()
 
@@ -112,7 +132,8 @@ def _bwrap(root: bool) -> Attempt:
     sized, _ = _run(prefix + ["--size", str(MB), "--tmpfs", "/tmp", "/bin/true"])
     layers = ("minimal-root", "private-tmp", "no-net", "pid-ns", "env-allowlist", "rlimits")
     layers += ("scratch-tmpfs",) if sized else ()
-    return Attempt("bwrap", Isolation("bwrap", SANDBOX_UID if root else os.geteuid(), layers + _setuid(root)))
+    layers += _setuid(root) + walls()
+    return Attempt("bwrap", Isolation("bwrap", SANDBOX_UID if root else os.geteuid(), layers))
 
 
 def _unshare(root: bool) -> Attempt:
@@ -127,7 +148,8 @@ def _unshare(root: bool) -> Attempt:
         why, fix = _namespaces_refused(root, said)
         return Attempt("unshare", None, why, fix)
     layers = ("no-net", "pid-ns", *(() if root else ("user-ns",)), "env-allowlist", "rlimits")
-    return Attempt("unshare", Isolation("unshare", SANDBOX_UID if root else os.geteuid(), layers + _setuid(root)))
+    layers += _setuid(root) + walls()
+    return Attempt("unshare", Isolation("unshare", SANDBOX_UID if root else os.geteuid(), layers))
 
 
 NOT_INSTALLED = "bubblewrap is not installed, no bwrap on PATH"

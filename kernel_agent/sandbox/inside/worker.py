@@ -25,7 +25,7 @@ from typing import Any
 
 from kernel_agent.core.verdict import Status
 from kernel_agent.sandbox.host.spawn import WorkerFds
-from kernel_agent.sandbox.inside import kernel_call
+from kernel_agent.sandbox.inside import kernel_call, walls
 from kernel_agent.sandbox.inside.device_worker import export_all, open_inputs
 from kernel_agent.sandbox.inside.integrity import Integrity
 from kernel_agent.sandbox.inside.kernel_call import (
@@ -340,6 +340,7 @@ def main() -> None:
     from kernel_agent.sandbox.host import channel
 
     die_with_parent()
+    walls.raise_or_exit(config)
     worker = Worker(config)
     # Ready before any candidate code runs: the trusted side records this process and freezes it.
     channel.send(args.fds.replies, {"ok": True, "event": "ready"})
