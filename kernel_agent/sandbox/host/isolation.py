@@ -235,19 +235,13 @@ def mounts_prefix(workdir: Path, extra_ro: tuple[Path, ...], masked: tuple[Path,
     return args + (["--gpu"] if gpu else []) + ["--"]
 
 
-def drop_privileges_prefix() -> list[str]:
-    """Switch to the unprivileged uid inside the isolation layer (only when root)."""
+def drop_privileges_prefix(uid: int = SANDBOX_UID) -> list[str]:
+    """Switch to the unprivileged uid inside the isolation layer (only when root). For uid 0 (the `process` level
+    where uid 65534 cannot reach the interpreter) only the capabilities go: Landlock and seccomp keep it in."""
     if os.geteuid() != 0:
         return []
-    return [
-        "setpriv",
-        f"--reuid={SANDBOX_UID}",
-        f"--regid={SANDBOX_UID}",
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--bounding-set=-all",
-        "--no-new-privs",
-    ]
+    ids = [] if uid == 0 else [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+    return ["setpriv", *ids, "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--no-new-privs"]
 
 
 def scratch_tmpfs_args(workdir: Path, size: int) -> list[str]:
@@ -280,7 +274,7 @@ def wrap(
         prefix = unshare_prefix() + mounts_prefix(workdir, extra_ro, masked, gpu)
     else:
         prefix = []
-    return prefix + drop_privileges_prefix() + command
+    return prefix + drop_privileges_prefix(isolation.uid) + command
 
 
 # glibc's malloc moves its mmap threshold as a process frees memory, so two processes running

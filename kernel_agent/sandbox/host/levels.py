@@ -62,9 +62,7 @@ def attempt(level: str) -> Attempt:
     if level == "unshare":
         return _unshare(root)
     if level == "process":
-        uid = SANDBOX_UID if root else os.geteuid()
-        layers = ("session", "env-allowlist", "rlimits", *_setuid(root), *walls())
-        return Attempt(level, Isolation("process", uid, layers))
+        return _process(root)
     raise ValueError(f"unknown isolation level {level!r}")
 
 
@@ -78,17 +76,39 @@ def notice(tried: list[Attempt]) -> str | None:
 
 
 def unreachable(isolation: Isolation) -> str | None:
-    """One line when, at the process level as root, the sandbox uid cannot reach the interpreter, site-packages
-    or this package (a private folder above them; no mount namespace there to show them, see reveal.py)."""
-    if os.geteuid() != 0 or isolation.uid == 0 or isolation.level != "process":
-        return None
-    hidden = [str(p) for p in needed_read_paths() if not traversable(p)]
-    if not hidden:
+    """One line when, at the process level as root, the sandbox runs as root without capabilities because uid
+    65534 cannot reach the interpreter, site-packages or this package (a private folder above them)."""
+    if os.geteuid() != 0 or isolation.uid != 0 or isolation.level != "process":
         return None
     return (
-        f"the sandbox uid {isolation.uid} cannot reach {', '.join(hidden)} at the process level (a folder above is "
-        "private): evaluations will crash; install into a venv every user can read (under /opt), or allow unshare"
+        f"the sandbox uid {SANDBOX_UID} cannot reach {', '.join(_hidden())} at the process level (a folder above is "
+        "private): the sandbox runs as root without capabilities, inside Landlock and seccomp; a venv every user can "
+        "read (under /opt) lets it drop to an unprivileged uid"
     )
+
+
+def _hidden() -> list[str]:
+    return [str(p) for p in needed_read_paths() if not traversable(p)]
+
+
+def _process(root: bool) -> Attempt:
+    """A plain child; as root, uid 65534 where it can reach the interpreter, else root without capabilities where
+    Landlock (ABI 6: signals scoped too) and seccomp keep it in, else no level: refused before any candidate."""
+    layers = ("session", "env-allowlist", "rlimits")
+    held = walls()
+    if not root:
+        return Attempt("process", Isolation("process", os.geteuid(), layers + held))
+    hidden = _hidden()
+    if not hidden:
+        return Attempt("process", Isolation("process", SANDBOX_UID, layers + _setuid(root) + held))
+    abi = next((int(layer.removeprefix("landlock-abi")) for layer in held if layer.startswith("landlock-abi")), 0)
+    if abi >= 6 and "seccomp" in held:
+        return Attempt("process", Isolation("process", 0, layers + ("no-capabilities",) + held))
+    why = (
+        f"the sandbox uid {SANDBOX_UID} cannot reach {', '.join(hidden)} (a folder above is private), and without "
+        f"Landlock ABI 6 and seccomp (here: {', '.join(held)}) root cannot be kept in instead"
+    )
+    return Attempt("process", None, why, "install into a venv every user can read (under /opt), or bubblewrap")
 
 
 @functools.cache

@@ -42,8 +42,27 @@ def rules(workdir: Path, readable: list[str]) -> landlock.Rules:
     /proc folder, the harmless devices and the GPU's, and its work dir to write."""
     proc = [Path(f"/proc/{os.getpid()}"), *(Path("/proc", name) for name in PROC)]
     devices = [Path(d) for d in (*DEVICES, *sorted(glob.glob("/dev/nvidia*")), *sorted(glob.glob("/dev/dri/*")))]
-    read = (*(Path(p) for p in SYSTEM), *(Path(p) for p in readable), *proc)
+    system = [Path(p) for p in SYSTEM]
+    if os.geteuid() == 0:  # root without capabilities still owns root's files: only what every user may read
+        system = [p for p in system if str(p) not in ("/etc", "/var/lib")] + _world_readable(Path("/etc"))
+    read = (*system, *(Path(p) for p in readable), *proc)
     return landlock.Rules(read=read, read_write_files=tuple(devices), write=(workdir,))
+
+
+def _world_readable(top: Path) -> list[Path]:
+    """The files below `top` any uid may read (o+r, through o+x folders): what uid 65534 would see there."""
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(top):
+        dirs[:] = [d for d in dirs if _mode(Path(folder, d)) & 0o005 == 0o005]
+        found += [Path(folder, f) for f in files if _mode(Path(folder, f)) & 0o004]
+    return found
+
+
+def _mode(path: Path) -> int:
+    try:
+        return path.stat().st_mode
+    except OSError:
+        return 0
 
 
 def raise_walls(workdir: Path, readable: list[str], layers: tuple[str, ...] = ("landlock", "seccomp")) -> Raised:
