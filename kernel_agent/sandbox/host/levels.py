@@ -167,7 +167,7 @@ def _unshare(root: bool) -> Attempt:
             )
         why, fix = _namespaces_refused(root, said)
         return Attempt("unshare", None, why, fix)
-    layers = ("no-net", "pid-ns", *(() if root else ("user-ns",)), "env-allowlist", "rlimits")
+    layers = ("mount-ns", "no-net", "pid-ns", *(() if root else ("user-ns",)), "env-allowlist", "rlimits")
     layers += _setuid(root) + walls()
     return Attempt("unshare", Isolation("unshare", SANDBOX_UID if root else os.geteuid(), layers))
 
