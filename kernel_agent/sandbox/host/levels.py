@@ -21,6 +21,7 @@ from kernel_agent.sandbox.host.isolation import (
     SANDBOX_UID,
     Isolation,
     bwrap_prefix,
+    mounts_prefix,
     needed_read_paths,
     package_dir,
     traversable,
@@ -160,6 +161,8 @@ def _unshare(root: bool) -> Attempt:
     if not shutil.which("unshare"):
         return Attempt("unshare", None, "unshare (util-linux) is not installed", "install util-linux")
     works, said = _run(unshare_prefix() + ["/bin/true"])
+    if works:  # the minimal root too: a level that cannot build it is not this level
+        works, said = _run(unshare_prefix() + mounts_prefix(Path("/"), (), (), False) + ["/bin/true"])
     if not works:
         if "map-current-user" in said:
             return Attempt(

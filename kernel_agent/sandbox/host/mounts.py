@@ -19,6 +19,7 @@ import argparse
 import ctypes
 import glob
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -125,13 +126,14 @@ def build(work: Path, read: list[Path], masked: list[Path], gpu: bool) -> None:
     _mount(f"/proc/self/fd/{proc}", _target(Path("/proc"), True), None, MS_BIND | MS_REC)
     for path in masked:
         target = _inside(path)
-        if path == work or path in work.parents:
+        if path == work or path in work.parents or work == Path("/"):
             continue
         if target.is_dir():
             _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "mode=0755,size=4k")
         elif target.exists():
             _mount("/dev/null", target, None, MS_BIND)
-    _bind(work_handle, work, writable=True)  # after the masks: bwrap's order, a mask above it hides nothing
+    if work != Path("/"):  # "/" (the level's probe, the doctor): nothing of the host is writable
+        _bind(work_handle, work, writable=True)  # after the masks: bwrap's order, a mask above it hides nothing
     for path, handle in inside_handles.items():  # the evaluation's own build, read-only over the writable work dir
         _bind(handle, path)
     for handle in (*handles.values(), *inside_handles.values(), *device_handles.values(), work_handle, proc):
@@ -159,13 +161,16 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--mask", type=Path, action="append", default=[])
     parser.add_argument("--gpu", action="store_true")
     args = parser.parse_args(argv[:split])
+    command = argv[split + 1 :]
+    # Found on the host's PATH, which may name folders the new root does not hold (a PATH without bwrap).
+    command[0] = os.path.realpath(shutil.which(command[0]) or command[0])
     try:
         build(args.work, args.read, args.mask, args.gpu)
         pivot(args.work)
     except OSError as exc:  # never run the command without its walls
         print(f"error: the sandbox's file system could not be built: {exc}", file=sys.stderr, flush=True)
         os._exit(70)
-    os.execvp(argv[split + 1], argv[split + 1 :])
+    os.execv(command[0], command)
 
 
 if __name__ == "__main__":
