@@ -153,6 +153,13 @@ def pivot(work: Path) -> None:
     os.chdir(work)
 
 
+def reachable_path(path: str) -> str:
+    """The PATH folders the new root holds, then the system's: a folder outside it (a farm of links that hides
+    bwrap, ~/bin) would leave the compiler unfound."""
+    kept = [folder for folder in path.split(os.pathsep) if folder and os.path.isdir(folder)]
+    return os.pathsep.join(dict.fromkeys([*kept, "/usr/local/bin", "/usr/bin", "/bin"]))
+
+
 def main(argv: list[str]) -> None:
     split = argv.index("--")
     parser = argparse.ArgumentParser(prog="mounts.py")
@@ -170,7 +177,7 @@ def main(argv: list[str]) -> None:
     except OSError as exc:  # never run the command without its walls
         print(f"error: the sandbox's file system could not be built: {exc}", file=sys.stderr, flush=True)
         os._exit(70)
-    os.execv(command[0], command)
+    os.execve(command[0], command, {**os.environ, "PATH": reachable_path(os.environ.get("PATH", ""))})
 
 
 if __name__ == "__main__":
