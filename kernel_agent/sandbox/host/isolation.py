@@ -217,9 +217,9 @@ def bwrap_prefix(
 
 
 def unshare_prefix() -> list[str]:
-    """New network and PID namespaces; as a user, inside a user namespace of its own uid (no capabilities after
-    exec), which unshare can make only from util-linux 2.38 (--map-current-user)."""
-    user = [] if os.geteuid() == 0 else ["--user", "--map-current-user"]
+    """New network, PID and mount namespaces; as a user, inside a user namespace where it is root for the mounts
+    only (`mounts.py --become` then maps it back to its own uid, with no capability)."""
+    user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
     return ["unshare", *user, "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
 
 
@@ -232,7 +232,8 @@ def mounts_prefix(workdir: Path, extra_ro: tuple[Path, ...], masked: tuple[Path,
         args += ["--read", str(path)]
     for path in masked:
         args += ["--mask", str(path.resolve())]
-    return args + (["--gpu"] if gpu else []) + ["--"]
+    become = [] if os.geteuid() == 0 else ["--become", str(os.geteuid()), str(os.getegid())]
+    return args + (["--gpu"] if gpu else []) + become + ["--"]
 
 
 def drop_privileges_prefix(uid: int = SANDBOX_UID) -> list[str]:

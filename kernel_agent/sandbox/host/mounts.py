@@ -2,13 +2,13 @@
 namespace, then the sandboxed command.
 
 Run as root (real root, or root of the sandbox's user namespace) right after `unshare`, before privileges drop:
-`python -I -S mounts.py --work DIR [--read PATH]... [--mask PATH]... [--gpu] -- COMMAND...`. A tmpfs becomes the
-new root holding the system trees, the interpreter, site-packages, this package and the extras, each read-only
-(recursively) at its own path, the work dir as the only writable bind, a minimal /dev, the PID namespace's own
-/proc, and private /tmp, /var/tmp and /dev/shm; then `pivot_root` drops the host's tree. Home folders, projects,
-the problem's folder and the host's temp folders are simply not there. The parents it creates are 0755, so a
-venv below a private folder (a container's 0700 /root) is reachable by the sandbox uid. Everything vanishes
-with the namespace.
+`python -I -S mounts.py --work DIR [--read PATH]... [--mask PATH]... [--gpu] [--become UID GID] -- COMMAND...`.
+A tmpfs becomes the new root holding the system trees, the interpreter, site-packages, this package and the
+extras, each read-only (recursively) at its own path, the work dir as the only writable bind, a minimal /dev, the
+PID namespace's own /proc, and private /tmp, /var/tmp and /dev/shm; then `pivot_root` drops the host's tree. Home
+folders, projects, the problem's folder and the host's temp folders are simply not there. The parents it creates
+are 0755, so a venv below a private folder (a container's 0700 /root) is reachable by the sandbox uid. As a user,
+`--become` then maps it back to its own uid in a nested user namespace. Everything vanishes with the namespace.
 
 Standard library only, run by path: it must not import the package it is mounting.
 """
@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
-MNT_DETACH, AT_FDCWD, AT_RECURSIVE = 2, -100, 0x8000
+MNT_DETACH, AT_FDCWD, AT_RECURSIVE, CLONE_NEWUSER = 2, -100, 0x8000, 0x10000000
 MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 1, 2, 4
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 SYS_MOUNT_SETATTR = 442
@@ -96,7 +96,10 @@ def _bind(handle: int, path: Path, writable: bool = False) -> None:
 
 def build(work: Path, read: list[Path], masked: list[Path], gpu: bool) -> None:
     """The new root; the caller pivots into it."""
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    try:
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    except OSError:
+        pass  # unshare made it private already; in a user namespace this call may be refused
     sources = [Path(d) for d in SYSTEM_DIRS if os.path.isdir(d)]
     sources += [Path(d) for d in ROOT_LINKS if os.path.isdir(d) and not os.path.islink(d)]
     inside_work = [path for path in read if work in path.parents]
@@ -160,6 +163,16 @@ def reachable_path(path: str) -> str:
     return os.pathsep.join(dict.fromkeys([*kept, "/usr/local/bin", "/usr/bin", "/bin"]))
 
 
+def become(uid: int, gid: int) -> None:
+    """In a user namespace, after the mounts: a nested user namespace where this process is `uid` again (mapped
+    onto the outer namespace's root, which is that uid on the host), so the command runs with no capability."""
+    if _libc.unshare(CLONE_NEWUSER) != 0:
+        _fail("unshare a user namespace")
+    Path("/proc/self/uid_map").write_text(f"{uid} 0 1\n")
+    Path("/proc/self/setgroups").write_text("deny\n")
+    Path("/proc/self/gid_map").write_text(f"{gid} 0 1\n")
+
+
 def main(argv: list[str]) -> None:
     split = argv.index("--")
     parser = argparse.ArgumentParser(prog="mounts.py")
@@ -167,6 +180,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--read", type=Path, action="append", default=[])
     parser.add_argument("--mask", type=Path, action="append", default=[])
     parser.add_argument("--gpu", action="store_true")
+    parser.add_argument("--become", type=int, nargs=2, metavar=("UID", "GID"))
     args = parser.parse_args(argv[:split])
     command = argv[split + 1 :]
     # Found on the host's PATH, which may name folders the new root does not hold (a PATH without bwrap).
@@ -174,6 +188,8 @@ def main(argv: list[str]) -> None:
     try:
         build(args.work, args.read, args.mask, args.gpu)
         pivot(args.work)
+        if args.become:
+            become(*args.become)
     except OSError as exc:  # never run the command without its walls
         print(f"error: the sandbox's file system could not be built: {exc}", file=sys.stderr, flush=True)
         os._exit(70)
