@@ -49,12 +49,15 @@ def test_no_write_outside_the_work_dir(tmp_path: Path, level: str) -> None:
     os.chmod(target, 0o777)  # writable by the sandbox uid: only the walls stand in the way
     fixture = load_fixture(FIXTURES / "w4_walls_write_outside.py")
     problem_dir = fixture.problem
+    problem_stat = problem_dir.stat()
     before = {p.name for folder in ("/tmp", "/var/tmp", "/dev/shm") for p in Path(folder).glob("ka-wall-*")}
     dirs = json.dumps([str(target), str(problem_dir)])
     verdict = run_fixture(fixture, tmp_path / "sandbox", {"DIRS": dirs}, isolation=level)
     attempts = held(verdict)
     assert len(attempts) >= 20, attempts
     assert not list(target.iterdir())
+    assert target.stat().st_mode & 0o7777 == 0o777 and target.stat().st_mtime > 0  # no chmod, no utime
+    assert (problem_dir.stat().st_mode, problem_dir.stat().st_mtime) == (problem_stat.st_mode, problem_stat.st_mtime)
     assert not list(problem_dir.glob("ka-wall-*"))
     after = {p.name for folder in ("/tmp", "/var/tmp", "/dev/shm") for p in Path(folder).glob("ka-wall-*")}
     assert after == before

@@ -7,7 +7,9 @@ memory; new namespaces and mounts; keys, bpf, perf events, userfaultfd, io_uring
 refused calls behind the filter's back), kernel modules, kexec and reboot; watches that tell when another
 process opens a file (inotify, fanotify, leases, dnotify). File locks (flock, fcntl record and OFD locks)
 succeed without locking: two workers of one verdict read the same files, and a lock on one of them was a
-way for them to rank each other (THREATS 5.3); inside one worker nothing relies on them.
+way for them to rank each other; inside one worker nothing relies on them. A worker running as root (the
+`process` level where uid 65534 cannot reach the interpreter) is also refused what an owner may do to its
+files without a capability (chmod, chown, utime, xattrs): every root-owned file would be its own.
 """
 
 from __future__ import annotations
@@ -60,6 +62,30 @@ REFUSED = {
     "name_to_handle_at": (303, 264),
     "open_by_handle_at": (304, 265),
 }
+# What a file's owner may do without a capability: refused when the worker is root (the `process` level with a
+# private interpreter), where every root-owned file on the machine is its own and Landlock does not govern these.
+OWNER_CALLS = {
+    "chmod": (90, None),
+    "fchmod": (91, 52),
+    "fchmodat": (268, 53),
+    "fchmodat2": (452, 452),
+    "chown": (92, None),
+    "fchown": (93, 55),
+    "lchown": (94, None),
+    "fchownat": (260, 54),
+    "utime": (132, None),
+    "utimes": (235, None),
+    "futimesat": (261, None),
+    "utimensat": (280, 88),
+    "setxattr": (188, 5),
+    "lsetxattr": (189, 6),
+    "fsetxattr": (190, 7),
+    "removexattr": (197, 14),
+    "lremovexattr": (198, 15),
+    "fremovexattr": (199, 16),
+    "setxattrat": (463, 463),
+    "removexattrat": (466, 466),
+}
 SOCKET, SOCKETPAIR, CLONE, CLONE3, FLOCK, FCNTL = (
     (41, 198),
     (53, 199),
@@ -85,15 +111,16 @@ def supported() -> bool:
     return platform.machine() in AUDIT_ARCH
 
 
-def program(machine: str) -> list[tuple[int, int, int, int]]:
-    """The filter for `machine` as (code, jump if true, jump if false, k) instructions."""
+def program(machine: str, owner_calls: bool = False) -> list[tuple[int, int, int, int]]:
+    """The filter for `machine` as (code, jump if true, jump if false, k) instructions; `owner_calls` refuses
+    OWNER_CALLS too."""
     column = 0 if machine == "x86_64" else 1
     deny, ok, noop, nosys = _ret(errno.EPERM), (RET, 0, 0, RET_ALLOW), _ret(0), _ret(errno.ENOSYS)
     code: list[tuple[int, int, int, int]] = [(LD_W_ABS, 0, 0, ARCH), (JEQ, 1, 0, AUDIT_ARCH[machine]), deny]
     code.append((LD_W_ABS, 0, 0, NR))
     if machine == "x86_64":
         code += [(JGE, 0, 1, X32_BIT), deny]
-    for numbers in REFUSED.values():
+    for numbers in (*REFUSED.values(), *(OWNER_CALLS.values() if owner_calls else ())):
         if numbers[column] is not None:
             code += [(JEQ, 0, 1, numbers[column]), deny]
     code += [(JEQ, 0, 1, CLONE3[column]), nosys]  # its flags sit in memory the filter cannot read: clone() instead
@@ -124,7 +151,7 @@ def install() -> bool:
     machine = platform.machine()
     if machine not in AUDIT_ARCH:
         return False
-    code = program(machine)
+    code = program(machine, owner_calls=os.geteuid() == 0)
     raw = b"".join(struct.pack("=HBBI", *instruction) for instruction in code)
     buffer = ctypes.create_string_buffer(raw, len(raw))
 
