@@ -141,4 +141,4 @@ def test_no_rendezvous_between_processes(tmp_path: Path, level: str) -> None:
     fixture = load_fixture(FIXTURES / "w4_rendezvous.py")
     shared = ROOT / "kernel_agent" / "__init__.py"  # every worker of every verdict reads it
     verdict = run_fixture(fixture, tmp_path / "sandbox", {"SHARED": str(shared)}, isolation=level)
-    assert len(held(verdict)) == 6
+    assert len(held(verdict)) == 7
