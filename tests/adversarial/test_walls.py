@@ -142,3 +142,19 @@ def test_no_rendezvous_between_processes(tmp_path: Path, level: str) -> None:
     shared = ROOT / "kernel_agent" / "__init__.py"  # every worker of every verdict reads it
     verdict = run_fixture(fixture, tmp_path / "sandbox", {"SHARED": str(shared)}, isolation=level)
     assert len(held(verdict)) == 7
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_the_compiler_reads_no_secret(tmp_path: Path, level: str) -> None:
+    level_or_skip(level)
+    secret = tmp_path / "secret.h"
+    secret.write_text("sk-only-root-may-read-this\n")
+    os.chmod(secret, 0o600)
+    os.chmod(tmp_path, 0o755)  # only the file's own mode stands in the way
+    fixture = load_fixture(FIXTURES / "w4_include_secret.py")
+    verdict = run_fixture(fixture, tmp_path / "sandbox", {"SECRET": str(secret)}, isolation=level)
+    assert verdict.status == "compile_error", verdict.reason
+    assert "sk-only-root" not in verdict.to_json()
+    # Read, the file's text is a C++ error of its own ("'sk' does not name a type"); refused, it is never opened.
+    assert "does not name a type" not in verdict.reason
+    assert "Permission denied" in verdict.reason or "No such file" in verdict.reason, verdict.reason

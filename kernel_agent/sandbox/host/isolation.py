@@ -236,6 +236,25 @@ def mounts_prefix(workdir: Path, extra_ro: tuple[Path, ...], masked: tuple[Path,
     return args + (["--gpu"] if gpu else []) + become + ["--"]
 
 
+WALL_LAYERS = ("landlock-abi", "seccomp")  # the layers the sandboxed process raises itself (inside/walls.py)
+
+
+def walls_command(
+    command: list[str], isolation: Isolation, workdir: Path, extra_ro: tuple[Path, ...] = ()
+) -> list[str]:
+    """`command` started inside the walls the level names (Landlock, seccomp), for a process that is not the worker
+    (the C++ compiler: a candidate's `#include` must not read what the sandbox uid cannot). Needs PYTHONPATH."""
+    layers = [layer for layer in isolation.layers if layer.startswith(WALL_LAYERS)]
+    if not layers:
+        return command
+    args = [sys.executable, "-P", "-s", "-B", "-m", "kernel_agent.sandbox.inside.walls", "--work", str(workdir)]
+    for path in needed_read_paths(extra_ro):
+        args += ["--read", str(path)]
+    for layer in layers:
+        args += ["--layer", layer]
+    return [*args, "--", *command]
+
+
 def drop_privileges_prefix(uid: int = SANDBOX_UID) -> list[str]:
     """Switch to the unprivileged uid inside the isolation layer (only when root). For uid 0 (the `process` level
     where uid 65534 cannot reach the interpreter) only the capabilities go: Landlock and seccomp keep it in."""

@@ -9,6 +9,7 @@ level line; a worker that then cannot raise the same walls refuses to serve inst
 
 from __future__ import annotations
 
+import argparse
 import glob
 import os
 import sys
@@ -111,6 +112,21 @@ def probe() -> str:
     return raised.describe()
 
 
+def main(argv: list[str]) -> None:
+    """No arguments: the probe. `--work DIR [--read PATH]... [--layer NAME]... -- COMMAND...`: raise the walls,
+    then run COMMAND inside them (the C++ compiler, which reads a candidate's source)."""
+    if not argv:
+        print(probe(), flush=True)
+        return
+    split = argv.index("--")
+    parser = argparse.ArgumentParser(prog="walls")
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--read", action="append", default=[])
+    parser.add_argument("--layer", action="append", default=[])
+    args = parser.parse_args(argv[:split])
+    raise_or_exit({"workdir": args.work, "readable": args.read, "walls": args.layer})
+    os.execvp(argv[split + 1], argv[split + 1 :])
+
+
 if __name__ == "__main__":
-    print(probe())
-    sys.stdout.flush()
+    main(sys.argv[1:])
