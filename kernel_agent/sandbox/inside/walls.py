@@ -90,11 +90,6 @@ def raise_or_exit(config: dict) -> Raised:
         os._exit(70)
 
 
-def expected() -> Raised:
-    """What raise_walls gives on this kernel, without confining this process (for the trusted side's line)."""
-    return Raised(landlock.abi(), seccomp.supported())
-
-
 def _threads() -> int:
     try:
         status = Path("/proc/self/status").read_text()
