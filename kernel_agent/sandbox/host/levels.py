@@ -164,10 +164,6 @@ def _unshare(root: bool) -> Attempt:
     if works:  # the minimal root too: a level that cannot build it is not this level
         works, said = _run(unshare_prefix() + mounts_prefix(Path("/"), (), (), False) + ["/bin/true"])
     if not works:
-        if "map-current-user" in said:
-            return Attempt(
-                "unshare", None, f"this unshare is older than util-linux 2.38 ({said})", "install bubblewrap"
-            )
         why, fix = _namespaces_refused(root, said)
         return Attempt("unshare", None, why, fix)
     layers = ("mount-ns", "no-net", "pid-ns", *(() if root else ("user-ns",)), "env-allowlist", "rlimits")
