@@ -4,9 +4,11 @@ Built once: the wheel (`python -m build`), installed into a fresh venv outside t
 pinned, as scripts/setup does). Then, with that install and the bundled problems copied out of the checkout:
 - root from a 0700 folder under umask 077, at each level: bwrap, unshare (bwrap hidden from PATH) and process
   (bwrap and unshare hidden);
+- the venv moved below a 0700 folder at the process level (root without capabilities in Landlock and seccomp);
 - a created non-root user from a 0750 home under umask 077, at its own level and with bwrap hidden;
 each evaluates the C++ and the PyTorch problem's `faster` candidate (`faster`) and an honest copy of its
-baseline (`correct`), and `doctor --json` must name the level in force and why a stronger one failed. Last, from
+baseline (`correct`), each level line must name the worker's walls (seccomp, and the Landlock ABI where the
+kernel has one), and `doctor --json` must name the level in force and why a stronger one failed. Last, from
 the same folder, the wheel runs optimize, report, both export formats and doctor, and writes nothing inside
 site-packages. Run by .ci/run as root; prints each environment's verdicts and seconds.
 """
@@ -81,26 +83,38 @@ def as_user(command: list[str], env: dict[str, str], cwd: Path) -> list[str]:
 
 
 def environment(
-    name: str, kernel_agent: Path, cwd: Path, env: dict[str, str], level: str, user: bool = False, cases=CASES
+    name: str,
+    kernel_agent: Path | list[str],
+    cwd: Path,
+    env: dict[str, str],
+    level: str,
+    user: bool = False,
+    cases=CASES,
+    walls: tuple[str, ...] = ("seccomp",),
 ) -> dict:
-    """Every case's verdict and the doctor's level here; exits naming the first that differs."""
+    """Every case's verdict and the doctor's level here, with `walls` in its level line (the worker's seccomp
+    filter at every level); exits naming the first that differs."""
     started, verdicts = time.monotonic(), []
+    ka = [str(kernel_agent)] if isinstance(kernel_agent, Path) else kernel_agent
     wrap = (lambda c: as_user(c, env, cwd)) if user else (lambda c: ["bash", "-c", f"umask 077; {shlex.join(c)}"])
     child_env = None if user else {**os.environ, **env}
     for problem, candidate, expected in cases:
         source = cwd / problem / (candidate or "kernel.py")
-        command = [str(kernel_agent), "eval", problem, str(source), "--json", "--threads", "1", "--no-references"]
+        command = [*ka, "eval", problem, str(source), "--json", "--threads", "1", "--no-references"]
         for _ in range(3):  # the timing refuses to judge on a busy machine: that is no verdict, so ask again
             verdict = json.loads(run(wrap(command), cwd=cwd, env=child_env, timeout=600).stdout)
             if BUSY not in (verdict.get("reason") or ""):
                 break
         got = (verdict["status"], verdict["isolation"].split(" ")[0])
+        missing = [wall for wall in walls if wall not in verdict["isolation"]]
+        if missing:
+            sys.exit(f"{name}: {problem}: the level line {verdict['isolation']!r} lacks {missing}")
         verdicts.append(f"{problem}/{candidate or 'copy'}: {got[0]}")
         if got != (expected, level):
             sys.exit(
                 f"{name}: {problem} {candidate or 'copy'}: {got}, expected {(expected, level)}: {verdict['reason']}"
             )
-    doctor = json.loads(run(wrap([str(kernel_agent), "doctor", "--json"]), cwd=cwd, env=child_env).stdout)
+    doctor = json.loads(run(wrap([*ka, "doctor", "--json"]), cwd=cwd, env=child_env).stdout)
     reached, failed = doctor["isolation"]["level"], doctor["isolation"]["failed"]
     if reached != level or (level != "bwrap" and not (failed and failed[0]["why"])):
         sys.exit(f"{name}: doctor says {doctor['isolation']}, expected level {level} with a reason")
@@ -109,6 +123,32 @@ def environment(
         sys.exit(f"{name}: doctor: {checks['worker python']}")
     why = f"; {failed[0]['level']}: {failed[0]['why']}" if failed else ""
     return {"environment": name, "level": level + why, "verdicts": verdicts, "seconds": time.monotonic() - started}
+
+
+def private_venv(work: Path, cwd: Path, env: dict[str, str], abi: int) -> dict:
+    """The venv moved below a 0700 folder (a container's /root) at the process level: uid 65534 cannot reach
+    it, so the sandbox runs as root without capabilities inside Landlock (ABI 6+) and seccomp; on an older
+    kernel eval refuses before any candidate, naming the fix. Run as `python -m` (the scripts' shebangs name the
+    venv's first place); moved back afterwards."""
+    hidden = Path(tempfile.mkdtemp(prefix="root-", dir=work))  # 0700
+    os.rename(work / "venv", hidden / "venv")
+    try:
+        command = [str(hidden / "venv" / "bin" / "python"), "-m", "kernel_agent"]
+        name = "root, venv below a 0700 folder, no bwrap or unshare"
+        if abi >= 6:
+            faster = [case for case in CASES if case[2] == "faster"]
+            walls = ("seccomp", "no-capabilities", f"landlock-abi{abi}")
+            return environment(name, command, cwd, env, "process", cases=faster, walls=walls)
+        started = time.monotonic()
+        evaluate = shlex.join([*command, "eval", "cpp_softmax", "cpp_softmax/kernel.py"])
+        done = subprocess.run(["bash", "-c", f"umask 077; {evaluate}"], capture_output=True, text=True,
+                              cwd=cwd, env={**os.environ, **env})  # fmt: skip
+        if done.returncode == 0 or "cannot reach" not in done.stdout + done.stderr:
+            sys.exit(f"{name}: expected a refusal naming the fix, got: {done.stdout[-500:]} {done.stderr[-500:]}")
+        return {"environment": name, "level": "refused", "verdicts": ["refused with the fix"],
+                "seconds": time.monotonic() - started}  # fmt: skip
+    finally:
+        os.rename(hidden / "venv", work / "venv")
 
 
 def wheel_commands(kernel_agent: Path, cwd: Path) -> dict:
@@ -153,10 +193,16 @@ def main() -> None:
         neither = {"PATH": path_without(("bwrap", "unshare"), work / "no-namespaces")}
         private = Path(tempfile.mkdtemp(prefix="root-", dir=work))  # 0700, as mktemp -d makes it; goes with work
         problems(private)
+        python = str(kernel_agent.parent / "python")
+        abi = int(run([python, "-c", "from kernel_agent.sandbox.inside.landlock import abi; print(abi())"]).stdout)
+        walls = ("seccomp", f"landlock-abi{abi}") if abi else ("seccomp",)
         results = [
-            environment("root, 0700 folder", kernel_agent, private, {}, "bwrap"),
-            environment("root, 0700 folder, no bwrap", kernel_agent, private, no_bwrap, "unshare"),
-            environment("root, 0700 folder, no bwrap or unshare", kernel_agent, private, neither, "process"),
+            environment("root, 0700 folder", kernel_agent, private, {}, "bwrap", walls=walls),
+            environment("root, 0700 folder, no bwrap", kernel_agent, private, no_bwrap, "unshare", walls=walls),
+            environment(
+                "root, 0700 folder, no bwrap or unshare", kernel_agent, private, neither, "process", walls=walls
+            ),
+            private_venv(work, private, neither, abi),
         ]
         if created:
             run(["useradd", "-m", "-s", "/bin/bash", USER])

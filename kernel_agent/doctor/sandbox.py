@@ -19,7 +19,7 @@ from kernel_agent.sandbox.host.isolation import (
     sandbox_env,
     wrap,
 )
-from kernel_agent.sandbox.host.levels import ORDER, attempt, attempts
+from kernel_agent.sandbox.host.levels import ORDER, Attempt, attempt, attempts
 
 CAP_SYS_PTRACE = 19
 
@@ -30,7 +30,7 @@ def level_checks(preferred: str = "auto") -> list[Check]:
     for level in ORDER:
         tried = attempt(level)
         if tried.works:
-            rows.append(Check("isolation", level, State.OK, "starts a process here"))
+            rows.append(Check("isolation", level, State.OK, f"starts a process here; keeps out: {keeps_out(tried)}"))
         else:
             rows.append(Check("isolation", level, State.MISSING, tried.why, tried.fix))
     reached = attempts(preferred)[-1]
@@ -41,6 +41,31 @@ def level_checks(preferred: str = "auto") -> list[Check]:
         found = reached.isolation.describe().split("; disk quota")[0] + ")"
         rows.append(Check("isolation", "in force", State.OK if strongest else State.WEAK, found))
     return rows
+
+
+WALLS = {  # what each wall keeps out, in the words of the guide's level table
+    "mount-ns": "the host's files but the system, the interpreter and the work dir (own mount namespace)",
+    "no-net": "the network (own network namespace)",
+    "seccomp": "sockets but AF_UNIX, ptrace, namespaces, mounts, io_uring, bpf, keys (seccomp)",
+    "no-capabilities": "root's capabilities (root without any)",
+    "setuid": "this user's files (uid 65534)",
+}
+
+
+def keeps_out(tried: Attempt) -> str:
+    """What this level's walls keep out here, one phrase each, from the layers it records."""
+    layers = tried.isolation.layers if tried.isolation else ()
+    said = [WALLS[layer] for layer in layers if layer in WALLS]
+    if tried.level in ("bwrap", "unshare") and "mount-ns" not in layers:
+        said.insert(0, WALLS["mount-ns"])
+    abi = next((layer for layer in layers if layer.startswith("landlock-abi")), None)
+    if abi:
+        version = int(abi.removeprefix("landlock-abi"))
+        extra = (", TCP" if version >= 4 else "") + (", signals and abstract sockets outside" if version >= 6 else "")
+        said.append(f"writes outside the work dir, reads outside the needed trees{extra} (Landlock ABI {version})")
+    else:
+        said.append("nothing more: no Landlock on this kernel")
+    return "; ".join(said)
 
 
 def worker_python_check(isolation: Isolation, sandbox_root: Path) -> Check:

@@ -1,6 +1,6 @@
 """As root at the `unshare` level, the sandbox uid reads the trees it needs below a private folder, and nothing
-else there (sandbox/reveal.py, issue 32): a root whose venv sat under a 0700 /root had every evaluation crash
-at that level with `No module named 'torch'` (reproduced with a wheel installed into /root/p32/venv)."""
+else there (sandbox/host/mounts.py builds bwrap's minimal root): a root whose venv sat under a 0700 /root had
+every evaluation crash at that level with `No module named 'torch'`."""
 
 from __future__ import annotations
 

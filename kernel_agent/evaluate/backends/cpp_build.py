@@ -114,7 +114,14 @@ class _CompilerLimits:
 
 
 def _compile(cpp_source: str, build: BuildContext, tmp: Path, wall: float) -> Path:
-    from kernel_agent.sandbox.host.isolation import prepare_workdir, sandbox_env, wrap, write_trusted
+    from kernel_agent.sandbox.host.isolation import (
+        package_dir,
+        prepare_workdir,
+        sandbox_env,
+        walls_command,
+        wrap,
+        write_trusted,
+    )
 
     prepare_workdir(tmp, build.isolation.uid, writable=("out",))
     write_trusted(tmp / "kernel.cpp", cpp_source.encode())  # 0644 under any umask: the compiler runs as the sandbox uid
@@ -122,6 +129,7 @@ def _compile(cpp_source: str, build: BuildContext, tmp: Path, wall: float) -> Pa
     command = cpp.compile_command(tmp / "kernel.cpp", built)
     command = [command[0], *TRUSTED_BUILD_FLAGS, *command[1:]]
     limits = _CompilerLimits(build, wall)
+    command = walls_command(command, build.isolation, tmp)  # an #include reads only what the worker could
     command = wrap(command, build.isolation, tmp, disk_bytes=limits.disk)  # type: ignore[arg-type]
     log_path = tmp / "compiler.log"
     write_trusted(log_path, b"")
@@ -132,7 +140,7 @@ def _compile(cpp_source: str, build: BuildContext, tmp: Path, wall: float) -> Pa
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
-            env=sandbox_env({}, tmp),
+            env=sandbox_env({"PYTHONPATH": str(package_dir().parent)}, tmp),
             cwd=tmp,
             preexec_fn=limits.apply,
             start_new_session=True,

@@ -4,9 +4,11 @@ Layers, strongest available first, probed once and recorded in every verdict:
 - `bwrap`: read-only system, private /tmp and /dev, writable work dir only,
   no network, own PID namespace, dies with its parent; the scratch folders
   (HOME, TMPDIR, caches) are one size-limited tmpfs, so total disk use is bounded;
-- `unshare`: own network and PID namespaces, full filesystem read-only by
-  permissions only;
-- `process`: a plain child in its own session (nothing but rlimits and uid).
+- `unshare`: own network, PID and mount namespaces, and in the mount namespace the
+  same minimal root as bwrap's (`mounts.py`); as a user, inside a user namespace;
+- `process`: a plain child in its own session (rlimits and uid).
+At every level the worker then raises Landlock and seccomp around itself
+(`sandbox/inside/walls.py`) before any candidate code runs.
 When running as root the untrusted process drops to an unprivileged uid
 (THREATS.md 0.5: RLIMIT_NPROC is not enforced for uid 0, and a same-uid child
 can read its parent's memory).
@@ -203,37 +205,51 @@ def bwrap_prefix(
 
 
 def unshare_prefix() -> list[str]:
-    """New network and PID namespaces; as a user, inside a user namespace of its own uid (no capabilities after
-    exec), which unshare can make only from util-linux 2.38 (--map-current-user)."""
-    user = [] if os.geteuid() == 0 else ["--user", "--map-current-user"]
+    """New network, PID and mount namespaces; as a user, inside a user namespace where it is root for the mounts
+    only (`mounts.py --become` then maps it back to its own uid, with no capability)."""
+    user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
     return ["unshare", *user, "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
 
 
-def reveal_prefix(uid: int, extra_ro: tuple[Path, ...] = ()) -> list[str]:
-    """As root at the `unshare` level: the trusted step, inside the sandbox's own mount namespace and before
-    privileges drop, that shows uid `uid` the interpreter, site-packages and this package where a private folder
-    (a 0700 /root) hides them (`reveal.py`); nothing when every one is reachable."""
-    if os.geteuid() != 0 or uid == 0:
-        return []
-    hidden = [str(p) for p in needed_read_paths(extra_ro) if not traversable(p)]
-    if not hidden:
-        return []
-    return [sys.executable, "-I", "-S", str(Path(__file__).with_name("reveal.py")), *hidden, "--"]
+def mounts_prefix(workdir: Path, extra_ro: tuple[Path, ...], masked: tuple[Path, ...], gpu: bool) -> list[str]:
+    """At the `unshare` level: the trusted step, inside the sandbox's own mount namespace and before privileges
+    drop, that builds bwrap's minimal root there (`mounts.py`): the system, the interpreter, this package and
+    the extras read-only, the work dir the only writable place, private /tmp, /var/tmp and /dev/shm."""
+    args = [sys.executable, "-I", "-S", str(Path(__file__).with_name("mounts.py")), "--work", str(workdir.resolve())]
+    for path in needed_read_paths(extra_ro):
+        args += ["--read", str(path)]
+    for path in masked:
+        args += ["--mask", str(path.resolve())]
+    become = [] if os.geteuid() == 0 else ["--become", str(os.geteuid()), str(os.getegid())]
+    return args + (["--gpu"] if gpu else []) + become + ["--"]
 
 
-def drop_privileges_prefix() -> list[str]:
-    """Switch to the unprivileged uid inside the isolation layer (only when root)."""
+WALL_LAYERS = ("landlock-abi", "seccomp")  # the layers the sandboxed process raises itself (inside/walls.py)
+
+
+def walls_command(
+    command: list[str], isolation: Isolation, workdir: Path, extra_ro: tuple[Path, ...] = ()
+) -> list[str]:
+    """`command` started inside the walls the level names (Landlock, seccomp), for a process that is not the worker
+    (the C++ compiler: a candidate's `#include` must not read what the sandbox uid cannot). Needs PYTHONPATH."""
+    layers = [layer for layer in isolation.layers if layer.startswith(WALL_LAYERS)]
+    if not layers:
+        return command
+    args = [sys.executable, "-P", "-s", "-B", "-m", "kernel_agent.sandbox.inside.walls", "--work", str(workdir)]
+    for path in needed_read_paths(extra_ro):
+        args += ["--read", str(path)]
+    for layer in layers:
+        args += ["--layer", layer]
+    return [*args, "--", *command]
+
+
+def drop_privileges_prefix(uid: int = SANDBOX_UID) -> list[str]:
+    """Switch to the unprivileged uid inside the isolation layer (only when root). For uid 0 (the `process` level
+    where uid 65534 cannot reach the interpreter) only the capabilities go: Landlock and seccomp keep it in."""
     if os.geteuid() != 0:
         return []
-    return [
-        "setpriv",
-        f"--reuid={SANDBOX_UID}",
-        f"--regid={SANDBOX_UID}",
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--bounding-set=-all",
-        "--no-new-privs",
-    ]
+    ids = [] if uid == 0 else [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+    return ["setpriv", *ids, "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--no-new-privs"]
 
 
 def scratch_tmpfs_args(workdir: Path, size: int) -> list[str]:
@@ -263,10 +279,10 @@ def wrap(
         scratch = (disk_bytes or isolation.disk_bytes) if isolation.scratch_tmpfs else None
         prefix = bwrap_prefix(workdir, extra_ro, gpu, masked, scratch_bytes=scratch)
     elif isolation.level == "unshare":
-        prefix = unshare_prefix() + reveal_prefix(isolation.uid, extra_ro)
+        prefix = unshare_prefix() + mounts_prefix(workdir, extra_ro, masked, gpu)
     else:
         prefix = []
-    return prefix + drop_privileges_prefix() + command
+    return prefix + drop_privileges_prefix(isolation.uid) + command
 
 
 # glibc's malloc moves its mmap threshold as a process frees memory, so two processes running

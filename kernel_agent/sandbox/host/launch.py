@@ -17,8 +17,10 @@ import torch
 from kernel_agent.core.verdict import Status, StatusError
 from kernel_agent.sandbox.host.groups import SandboxGroups, timing_cpus
 from kernel_agent.sandbox.host.isolation import (
+    WALL_LAYERS,
     Isolation,
     Limits,
+    needed_read_paths,
     package_dir,
     prepare_workdir,
     sandbox_env,
@@ -138,6 +140,8 @@ def _write_config(spec: WorkerSpec, tag: str, workdir: Path, isolation: Isolatio
         "prefault_bytes": spec.prefault_bytes,
         "build_store": spec.build_store,
         "gpu_data": spec.gpu_data,
+        "readable": [str(p) for p in needed_read_paths(spec.extra_ro)],  # the worker's Landlock rules
+        "walls": [layer for layer in isolation.layers if layer.startswith(WALL_LAYERS)],
     }
     prepare_workdir(workdir, isolation.uid)
     config_path = workdir / f"{tag}.json"

@@ -12,6 +12,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,9 @@ from kernel_agent.sandbox.host.isolation import (
     SANDBOX_UID,
     Isolation,
     bwrap_prefix,
+    mounts_prefix,
     needed_read_paths,
+    package_dir,
     traversable,
     unshare_prefix,
 )
@@ -70,8 +73,7 @@ def attempt(level: str) -> Attempt:
     if level == "unshare":
         return _unshare(root)
     if level == "process":
-        uid = SANDBOX_UID if root else os.geteuid()
-        return Attempt(level, Isolation("process", uid, ("session", "env-allowlist", "rlimits", *_setuid(root))))
+        return _process(root)
     raise ValueError(f"unknown isolation level {level!r}")
 
 
@@ -85,17 +87,56 @@ def notice(tried: list[Attempt]) -> str | None:
 
 
 def unreachable(isolation: Isolation) -> str | None:
-    """One line when, at the process level as root, the sandbox uid cannot reach the interpreter, site-packages
-    or this package (a private folder above them; no mount namespace there to show them, see reveal.py)."""
-    if os.geteuid() != 0 or isolation.uid == 0 or isolation.level != "process":
-        return None
-    hidden = [str(p) for p in needed_read_paths() if not traversable(p)]
-    if not hidden:
+    """One line when, at the process level as root, the sandbox runs as root without capabilities because uid
+    65534 cannot reach the interpreter, site-packages or this package (a private folder above them)."""
+    if os.geteuid() != 0 or isolation.uid != 0 or isolation.level != "process":
         return None
     return (
-        f"the sandbox uid {isolation.uid} cannot reach {', '.join(hidden)} at the process level (a folder above is "
-        "private): evaluations will crash; install into a venv every user can read (under /opt), or allow unshare"
+        f"the sandbox uid {SANDBOX_UID} cannot reach {', '.join(_hidden())} at the process level (a folder above is "
+        "private): the sandbox runs as root without capabilities, inside Landlock and seccomp; a venv every user can "
+        "read (under /opt) lets it drop to an unprivileged uid"
     )
+
+
+def _hidden() -> list[str]:
+    return [str(p) for p in needed_read_paths() if not traversable(p)]
+
+
+def _process(root: bool) -> Attempt:
+    """A plain child; as root, uid 65534 where it can reach the interpreter, else root without capabilities where
+    Landlock (ABI 6: signals scoped too) and seccomp keep it in, else no level: refused before any candidate."""
+    layers = ("session", "env-allowlist", "rlimits")
+    held = walls()
+    if not root:
+        return Attempt("process", Isolation("process", os.geteuid(), layers + held))
+    hidden = _hidden()
+    if not hidden:
+        return Attempt("process", Isolation("process", SANDBOX_UID, layers + _setuid(root) + held))
+    abi = next((int(layer.removeprefix("landlock-abi")) for layer in held if layer.startswith("landlock-abi")), 0)
+    if abi >= 6 and "seccomp" in held:
+        return Attempt("process", Isolation("process", 0, layers + ("no-capabilities",) + held))
+    why = (
+        f"the sandbox uid {SANDBOX_UID} cannot reach {', '.join(hidden)} (a folder above is private), and without "
+        f"Landlock ABI 6 and seccomp (here: {', '.join(held)}) root cannot be kept in instead"
+    )
+    return Attempt("process", None, why, "install into a venv every user can read (under /opt), or bubblewrap")
+
+
+@functools.cache
+def walls() -> tuple[str, ...]:
+    """The walls every worker raises around itself on this kernel (sandbox/inside/walls.py), as layers:
+    ("landlock-abi7", "seccomp") here; found by raising them in a throwaway child, so the line names what holds.
+    A worker that cannot raise what this names refuses to serve."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(package_dir().parent)}
+    command = [sys.executable, "-P", "-s", "-B", "-m", "kernel_agent.sandbox.inside.walls"]
+    try:
+        done = subprocess.run(command, capture_output=True, timeout=60, text=True, env=env, cwd="/")
+    except (OSError, subprocess.SubprocessError):
+        return ("no-landlock", "no-seccomp")
+    said = done.stdout.strip()
+    if done.returncode != 0 or said.startswith("refused"):
+        return ("no-landlock", "no-seccomp")
+    return tuple(part.strip() for part in said.split(","))
 
 
 def _setuid(root: bool) -> tuple[str, ...]:
@@ -122,22 +163,22 @@ def _bwrap(root: bool) -> Attempt:
     sized, _ = _run(prefix + ["--size", str(MB), "--tmpfs", "/tmp", "/bin/true"])
     layers = ("minimal-root", "private-tmp", "no-net", "pid-ns", "env-allowlist", "rlimits")
     layers += ("scratch-tmpfs",) if sized else ()
-    return Attempt("bwrap", Isolation("bwrap", SANDBOX_UID if root else os.geteuid(), layers + _setuid(root)))
+    layers += _setuid(root) + walls()
+    return Attempt("bwrap", Isolation("bwrap", SANDBOX_UID if root else os.geteuid(), layers))
 
 
 def _unshare(root: bool) -> Attempt:
     if not shutil.which("unshare"):
         return Attempt("unshare", None, "unshare (util-linux) is not installed", "install util-linux")
     works, said = _run(unshare_prefix() + ["/bin/true"])
+    if works:  # the minimal root too: a level that cannot build it is not this level
+        works, said = _run(unshare_prefix() + mounts_prefix(Path("/"), (), (), False) + ["/bin/true"])
     if not works:
-        if "map-current-user" in said:
-            return Attempt(
-                "unshare", None, f"this unshare is older than util-linux 2.38 ({said})", "install bubblewrap"
-            )
         why, fix = _namespaces_refused(root, said)
         return Attempt("unshare", None, why, fix)
-    layers = ("no-net", "pid-ns", *(() if root else ("user-ns",)), "env-allowlist", "rlimits")
-    return Attempt("unshare", Isolation("unshare", SANDBOX_UID if root else os.geteuid(), layers + _setuid(root)))
+    layers = ("mount-ns", "no-net", "pid-ns", *(() if root else ("user-ns",)), "env-allowlist", "rlimits")
+    layers += _setuid(root) + walls()
+    return Attempt("unshare", Isolation("unshare", SANDBOX_UID if root else os.geteuid(), layers))
 
 
 NOT_INSTALLED = "bubblewrap is not installed, no bwrap on PATH"

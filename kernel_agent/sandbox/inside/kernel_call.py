@@ -30,7 +30,21 @@ def one_line(exc: BaseException) -> str:
         text += f": {said}" if said.strip() else ""
     else:
         text = f"{type(exc).__name__}: {exc}"
+        if refused_by_walls(exc):
+            text += " (a call the sandbox refuses: its seccomp filter or Landlock, named in the level line)"
     return text.replace("\n", " ")[:500]
+
+
+def refused_by_walls(exc: BaseException) -> bool:
+    """Whether `exc`, or what caused it, is the EPERM the walls answer a refused call with."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return False
+        if isinstance(seen, OSError) and seen.errno == errno.EPERM:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 LOG: list[str] = []  # this worker's own stdout/stderr file, where a failed compiler wrote its messages

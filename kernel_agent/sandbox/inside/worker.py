@@ -25,7 +25,7 @@ from typing import Any
 
 from kernel_agent.core.verdict import Status
 from kernel_agent.sandbox import channel
-from kernel_agent.sandbox.inside import kernel_call
+from kernel_agent.sandbox.inside import kernel_call, walls
 from kernel_agent.sandbox.inside.device_worker import export_all, open_inputs
 from kernel_agent.sandbox.inside.integrity import Integrity
 from kernel_agent.sandbox.inside.kernel_call import (
@@ -357,6 +357,7 @@ def main() -> None:
     sys.stdout = os.fdopen(1, "w", buffering=1)
     sys.stderr = os.fdopen(2, "w", buffering=1)
     die_with_parent()
+    walls.raise_or_exit(config)
     worker = Worker(config)
     # Ready before any candidate code runs: the trusted side records this process and freezes it.
     channel.send(args.fds.replies, {"ok": True, "event": "ready"})

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from kernel_agent.sandbox.host import levels
-from kernel_agent.sandbox.host.isolation import Isolation
+from kernel_agent.sandbox.host.isolation import Isolation, drop_privileges_prefix
 from kernel_agent.sandbox.host.levels import Attempt, attempt, attempts, notice, probe
 
 
@@ -73,3 +73,32 @@ def test_nothing_is_said_at_the_strongest_level_or_when_a_named_level_works() ->
     assert notice([Attempt("bwrap", works)]) is None
     assert notice([Attempt("process", Isolation("process", os.geteuid()))]) is None
     assert notice([Attempt("bwrap", None, "x", "y")]) is None  # nothing works: probe raises instead
+
+
+def test_every_level_names_the_walls_this_kernel_holds() -> None:
+    held = levels.walls()
+    assert "seccomp" in held or "no-seccomp" in held
+    for tried in (attempt(level) for level in levels.ORDER):
+        if tried.works:
+            assert set(held) <= set(tried.isolation.layers), tried.isolation.layers
+            assert all(layer in tried.isolation.describe() for layer in held)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox drops to another uid only as root")
+@pytest.mark.parametrize(
+    ("held", "uid"),
+    [(("landlock-abi7", "seccomp"), 0), (("landlock-abi5", "seccomp"), None), (("no-landlock", "seccomp"), None)],
+)
+def test_root_with_a_private_interpreter_runs_confined_as_root_or_is_refused_with_the_fix(
+    monkeypatch: pytest.MonkeyPatch, held: tuple[str, ...], uid: int | None
+) -> None:
+    """Stand-ins for a kernel this machine is not (older Landlock) and a venv below a 0700 folder."""
+    monkeypatch.setattr(levels, "walls", lambda: held)
+    monkeypatch.setattr(levels, "_hidden", lambda: ["/root/venv"])
+    tried = levels._process(True)
+    if uid is None:
+        assert not tried.works and "cannot reach /root/venv" in tried.why and "/opt" in tried.fix
+    else:
+        assert tried.isolation.uid == 0 and "no-capabilities" in tried.isolation.layers
+        assert "setpriv" in (command := drop_privileges_prefix(0)) and "--bounding-set=-all" in command
+        assert not any(arg.startswith("--reuid") for arg in command)
