@@ -47,7 +47,5 @@ def build(size: str = "small") -> ModelCase:
         for name, param in model.named_parameters():
             if name.endswith("norm.weight") or name.endswith("layernorm.weight"):
                 param.add_(0.1 * torch.randn(param.shape, generator=g))
-    inputs = {
-        label: (torch.randint(0, vocab, (batch, seq), generator=g),) for label, (batch, seq) in shapes.items()
-    }
+    inputs = {label: (torch.randint(0, vocab, (batch, seq), generator=g),) for label, (batch, seq) in shapes.items()}
     return ModelCase(model=model, inputs=inputs, layers={}, note="random weights; logits only (no cache, no loss)")

@@ -143,8 +143,12 @@ class _Recorder:
         index = len(self.ops)
         tuple_out = isinstance(result, (tuple, list))
         items = list(result) if tuple_out else [result]
-        outputs = [self.value(t, "op", f"{target}#{index}", index) if isinstance(t, torch.Tensor) else None for t in items]
-        op = Op(index, target, tuple(args), dict(kwargs), outputs, tuple_out, [p for p, _ in stack], [c for _, c in stack])
+        outputs = [
+            self.value(t, "op", f"{target}#{index}", index) if isinstance(t, torch.Tensor) else None for t in items
+        ]
+        op = Op(
+            index, target, tuple(args), dict(kwargs), outputs, tuple_out, [p for p, _ in stack], [c for _, c in stack]
+        )
         self.ops.append(op)
         return op
 

@@ -34,8 +34,10 @@ def check_folder(folder: Path, captured: list[tuple[list[torch.Tensor], list[tor
                 got = as_outputs(problem.module.reference(*inputs))
             if len(got) != len(outputs) or not all(torch.equal(a, b) for a, b in zip(got, outputs)):
                 diff = max((float((a.double() - b.double()).abs().max()) for a, b in zip(got, outputs)), default=-1.0)
-                raise CheckFailed(f"the reference on the captured inputs of label {k} differs from the model's values "
-                                  f"(max abs diff {diff:.3g}; the same ops should give the same bits)")
+                raise CheckFailed(
+                    f"the reference on the captured inputs of label {k} differs from the model's values "
+                    f"(max abs diff {diff:.3g}; the same ops should give the same bits)"
+                )
     _gold_and_baseline(problem, folder)
     stop = refusal(problem, "cpu")
     if stop is not None:
@@ -57,12 +59,15 @@ def _gold_and_baseline(problem: Problem, folder: Path) -> None:
         gold, base = maker.reference(inputs)
         wrong = [str(g.dtype) for g in gold if g.is_floating_point() and g.dtype != torch.float64]
         if wrong:
-            raise CheckFailed(f"the float64 gold at shape {list(shape)} came out as {', '.join(wrong)}: "
-                              "a dtype literal downcasts it")
+            raise CheckFailed(
+                f"the float64 gold at shape {list(shape)} came out as {', '.join(wrong)}: a dtype literal downcasts it"
+            )
         result = compare(base, gold, base, tol)
         if not result.passed:
-            raise CheckFailed(f"the {dtype} reference misses its own float64 gold at shape {list(shape)}: "
-                              f"{result.mismatch.line() if result.mismatch else 'mismatch'}")
+            raise CheckFailed(
+                f"the {dtype} reference misses its own float64 gold at shape {list(shape)}: "
+                f"{result.mismatch.line() if result.mismatch else 'mismatch'}"
+            )
         with torch.no_grad():
             again = as_outputs(kernel(*[t.clone() for t in inputs]))
         if len(again) != len(base) or not all(torch.equal(a, b) for a, b in zip(again, base)):

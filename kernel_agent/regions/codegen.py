@@ -115,8 +115,11 @@ def generate(m: Matched, compute: str) -> Code:
     derive = _derive(p, w.heads, axes)
     roles = [_role(p, v, w.heads, compute) for v in p.inputs]
     first_float = next((p.names[v] for v in p.inputs if cap.values[v].dtype == compute), None)
-    head = [f"dtype, device = {first_float}.dtype, {first_float}.device" if first_float else
-            f"dtype, device = torch.{compute}, {p.names[p.inputs[0]]}.device"]
+    head = [
+        f"dtype, device = {first_float}.dtype, {first_float}.device"
+        if first_float
+        else f"dtype, device = torch.{compute}, {p.names[p.inputs[0]]}.device"
+    ]
     outs = [p.names[v] for v in p.outputs]
     if not outs:
         raise CodegenError("the region's values are not used after it (nothing to return)")
@@ -124,8 +127,13 @@ def generate(m: Matched, compute: str) -> Code:
     body = "\n".join("    " + line for line in [*head, *derive, *body_lines, f"return {ret}"])
     signature = ", ".join(p.names[v] for v in p.inputs)
     make = _make_inputs(p, roles, w.heads, prelude_lines, axes, compute)
-    shape_of = "\n".join(["def shape_of(" + signature + "):", *["    " + d for d in derive],
-                          "    return (" + "".join(f"A{a}, " for a in axes) + ")" if axes else "    return (1,)"])
+    shape_of = "\n".join(
+        [
+            "def shape_of(" + signature + "):",
+            *["    " + d for d in derive],
+            "    return (" + "".join(f"A{a}, " for a in axes) + ")" if axes else "    return (1,)",
+        ]
+    )
     return Code(signature, body, make, shape_of, roles, axes)
 
 
@@ -187,14 +195,19 @@ def _make_inputs(
     for v, role in zip(p.inputs, roles):
         n, dims, dt = p.names[v], _dims(role.dims), _dt(role.dtype, compute)
         if role.kind in ("param", "activation"):
-            lines.append(f"    {n} = _normal({dims}, {_num(role.mean)}, {_num(role.std)}, {dt}, device, generator)"
-                         f"  # {role.kind}{': ' + role.source if role.source else ''}")
+            lines.append(
+                f"    {n} = _normal({dims}, {_num(role.mean)}, {_num(role.std)}, {dt}, device, generator)"
+                f"  # {role.kind}{': ' + role.source if role.source else ''}"
+            )
         elif role.kind == "index":
-            lines.append(f"    {n} = torch.randint(0, {role.rows}, {dims}, generator=generator, device=device)"
-                         f"  # rows of its table")
+            lines.append(
+                f"    {n} = torch.randint(0, {role.rows}, {dims}, generator=generator, device=device)"
+                f"  # rows of its table"
+            )
         elif role.kind == "offsets":
-            lines.append(f"    {n} = _offsets({role.count}, {role.bags}, {role.last}, device, generator)"
-                         "  # monotone, from 0")
+            lines.append(
+                f"    {n} = _offsets({role.count}, {role.bags}, {role.last}, device, generator)  # monotone, from 0"
+            )
         elif role.kind == "mask":
             lines.append(f"    {n} = torch.rand({dims}, generator=generator, device=device) < 0.5")
         elif role.kind == "integer":
@@ -213,8 +226,11 @@ def _root(p: Program, v: int, dims: list[Expr], compute: str) -> str:
     n = p.names[v]
     if val.source in ("buffer", "const") and tensor.numel() <= SMALL_ROOT:
         values = tensor.detach().flatten().tolist()
-        return (f"{n} = torch.tensor({values!r}, dtype={_dt(val.dtype, compute)}, device=device)"
-                f".reshape({_dims(dims)})  # {val.source} {val.name}")
+        return (
+            f"{n} = torch.tensor({values!r}, dtype={_dt(val.dtype, compute)}, device=device)"
+            f".reshape({_dims(dims)})  # {val.source} {val.name}"
+        )
     flat = tensor.detach().double().flatten()
     std = float(flat.std()) if flat.numel() > 1 else 1.0
-    return f"{n} = _normal({_dims(dims)}, {_num(float(flat.mean()))}, {_num(std)}, {_dt(val.dtype, compute)}, device, generator)"
+    mean, dt = _num(float(flat.mean())), _dt(val.dtype, compute)
+    return f"{n} = _normal({_dims(dims)}, {mean}, {_num(std)}, {dt}, device, generator)"

@@ -123,7 +123,9 @@ def region_json(m: Matched, region: dict[str, Any], code: Code, axes: list[tuple
         "axes": {f"A{a}": {"by_label": dict(zip(origin["labels"], axes[a]))} for a in code.axes},
         "shapes": region["shapes"],
         "inputs": guards,
-        "outputs": [{"dtype": p.cap.values[v].dtype, "shape_at_first_label": list(p.cap.values[v].shape)} for v in p.outputs],
+        "outputs": [
+            {"dtype": p.cap.values[v].dtype, "shape_at_first_label": list(p.cap.values[v].shape)} for v in p.outputs
+        ],
         "count": len(instances),
         "instances": instances,
     }

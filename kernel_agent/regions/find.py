@@ -77,7 +77,7 @@ def find_instances(cap: Capture, cats: dict[int, str], granularity: str) -> list
         found.append(Instance(kind, f"{base}#{ordinal[base]}", tuple(chosen), path, cls))
 
     if granularity in ("auto", "module"):
-        for path, cls in called_modules(cap).items():
+        for path in called_modules(cap):
             if not path:
                 continue
             members = {op.index for op in ops if path in op.modules and op.index in regionable}
@@ -124,24 +124,25 @@ def _chains(ops: list[Op], cats: dict[int, str], readers: dict[int, list[int]]) 
         members = set(span)
         parent = {i: i for i in span}
 
-        def root(i: int) -> int:
-            while parent[i] != i:
-                parent[i] = parent[parent[i]]
-                i = parent[i]
-            return i
-
         for i in span:
             for out in ops[i].outputs:
                 for j in readers.get(out, []) if out is not None else []:
                     if j in members:
-                        parent[root(j)] = root(i)
+                        parent[_root(parent, j)] = _root(parent, i)
         groups: dict[int, set[int]] = {}
         for i in span:
-            groups.setdefault(root(i), set()).add(i)
+            groups.setdefault(_root(parent, i), set()).add(i)
         for group in groups.values():
             if sum(cats[i] != "view" for i in group) >= 2:
                 found.append(group)
     return sorted(found, key=min)
+
+
+def _root(parent: dict[int, int], i: int) -> int:
+    while parent[i] != i:
+        parent[i] = parent[parent[i]]
+        i = parent[i]
+    return i
 
 
 def _epilogue(anchor: Op, ops: list[Op], cats: dict[int, str]) -> set[int]:

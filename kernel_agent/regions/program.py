@@ -69,7 +69,9 @@ class Program:
         for v in self.inputs + self.roots:
             val = self.cap.values[v]
             heads.append([self.names[v], val.dtype, [enc(d) for d in val.shape]])
-        tails = [[self.names[v], self.cap.values[v].dtype, [enc(d) for d in self.cap.values[v].shape]] for v in self.outputs]
+        tails = [
+            [self.names[v], self.cap.values[v].dtype, [enc(d) for d in self.cap.values[v].shape]] for v in self.outputs
+        ]
         return json.dumps([heads, ops, tails], sort_keys=True), ints
 
 

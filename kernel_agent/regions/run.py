@@ -5,9 +5,9 @@ Why selection does not use the timings: the cut and the problem folders must com
 on every run (their ids key the database and the package later), and shares on a shared machine move between
 runs. The cut is structural (below); the timings rank what was cut and gate `--min-share` and `--top`.
 Order of preference, first come first served on the ops (each op in at most one selected region):
-1. chains that cross module boundaries (a residual add and the next norm: no module holds them alone);
-2. modules one level above the leaves and horizontal groups a module holds exactly (attention, an MLP, the
+1. modules one level above the leaves and horizontal groups a module holds exactly (attention, an MLP, the
    per-table embedding bags): the unit a layer swap replaces;
+2. chains that cross module boundaries (a residual add and the next norm: no module holds them alone);
 3. leaf modules (a norm, an output projection), then other horizontal groups, anchor+epilogue chains, chains,
    and single ops.
 """
@@ -90,8 +90,27 @@ class RegionsOutcome:
 
 
 def _slug(kind: str, cls: str, ops: list[str]) -> str:
-    core = [o for o in ops if o not in ("view", "_unsafe_view", "reshape", "transpose", "t", "unsqueeze", "to",
-                                         "_to_copy", "alias", "expand", "slice", "flatten", "detach", "permute")]
+    core = [
+        o
+        for o in ops
+        if o
+        not in (
+            "view",
+            "_unsafe_view",
+            "reshape",
+            "transpose",
+            "t",
+            "unsqueeze",
+            "to",
+            "_to_copy",
+            "alias",
+            "expand",
+            "slice",
+            "flatten",
+            "detach",
+            "permute",
+        )
+    ]
     short = cls.rsplit(".", 1)[-1].lower()
     if kind == "module":
         return short or "module"
@@ -156,15 +175,18 @@ def run_regions(plan: RegionsPlan, progress: Callable[[str], None] = lambda _s: 
 def _regions(caps: list[Capture], granularity: str) -> list[Region]:
     per_cap: list[dict[str, Instance]] = []
     cats_of = [categories(c) for c in caps]
-    for cap, cats in zip(caps, cats_of):
+    depths = module_depths(caps[0])
+    module_ops: list[tuple[set[int], int]] = []
+    for k, (cap, cats) in enumerate(zip(caps, cats_of)):
         chosen: dict[tuple[int, ...], Instance] = {}
-        for inst in find_instances(cap, cats, granularity):
+        found = find_instances(cap, cats, granularity)
+        if k == 0:
+            module_ops = [(set(i.ops), depths.get(i.path, 9)) for i in found if i.kind == "module"]
+        for inst in found:
             old = chosen.get(inst.ops)
             if old is None or KIND_ORDER[inst.kind] < KIND_ORDER[old.kind]:
                 chosen[inst.ops] = inst
         per_cap.append({i.key: i for i in chosen.values()})
-    depths = module_depths(caps[0])
-    module_ops = [(set(i.ops), depths.get(i.path, 9)) for i in per_cap[0].values() if i.kind == "module"]
     axes = find_axes(caps)
     by_sig: dict[str, Region] = {}
     for key, inst in per_cap[0].items():
@@ -186,11 +208,11 @@ def _regions(caps: list[Capture], granularity: str) -> list[Region]:
 def _priority(inst: Instance, depths: dict[str, int], module_ops: list[tuple[set[int], int]]) -> int:
     ops = set(inst.ops)
     inside_layer = any(ops <= m for m, d in module_ops if d <= 1)
-    if inst.kind == "chain" and not inside_layer:
-        return 0
     if inst.kind == "module" and depths.get(inst.path, 9) == 1:
-        return 1
-    if inst.kind == "horizontal" and any(ops == m for m, _ in module_ops):
+        return 0
+    if inst.kind == "horizontal" and any(ops == m for m, d in module_ops if d <= 1):
+        return 0
+    if inst.kind == "chain" and not inside_layer:
         return 1
     if inst.kind == "module" and depths.get(inst.path, 9) == 0:
         return 2
@@ -219,13 +241,16 @@ def _select(regions: list[Region], cap: Capture) -> None:
             region.why = "overlaps " + ", ".join(sorted(blocked)) + " (selected first)"
             continue
         region.selected = free
-        region.why = "selected" + (f" ({len(free)} of {len(region.instances)} instances; the others overlap "
-                                   + ", ".join(sorted(blocked)) + ")" if blocked else "")
+        region.why = "selected" + (
+            f" ({len(free)} of {len(region.instances)} instances; the others overlap "
+            + ", ".join(sorted(blocked))
+            + ")"
+            if blocked
+            else ""
+        )
         for m in free:
             for i in m.programs[0].body:
                 taken[i] = f"{region.slug}_{region.id}"
-    for op in cap.ops:
-        pass
 
 
 def _compute_dtype(model: torch.nn.Module) -> str:
@@ -257,13 +282,26 @@ def _emit(region: Region, compute: str, axes: list, labels: list[str], origin: d
     shapes = [tuple(axes[a][k] for a in code.axes) for k in range(len(labels))]
     folder = out / "problems" / f"{region.slug}_{region.id}"
     inst = m.programs[0].instance
-    description = (f"{region.kind} region {region.id}: {' '.join(region.ops[:8])}{' ...' if len(region.ops) > 8 else ''} "
-                   f"({len(region.selected)} instance(s), first {inst.path or 'the model'} {inst.cls.rsplit('.', 1)[-1]})")
-    text = emit.problem_text(region.id, region.slug, description, code, shapes, compute,
-                             f"{origin['recipe']} (size {origin['size']})")
-    meta = emit.region_json(m, {"id": region.id, "kind": region.kind, "binding": _binding(region),
-                                "instances_matched": region.selected,
-                                "shapes": dict(zip(labels, [list(s) for s in shapes]))}, code, axes, origin)
+    description = (
+        f"{region.kind} region {region.id}: {' '.join(region.ops[:8])}{' ...' if len(region.ops) > 8 else ''} "
+        f"({len(region.selected)} instance(s), first {inst.path or 'the model'} {inst.cls.rsplit('.', 1)[-1]})"
+    )
+    text = emit.problem_text(
+        region.id, region.slug, description, code, shapes, compute, f"{origin['recipe']} (size {origin['size']})"
+    )
+    meta = emit.region_json(
+        m,
+        {
+            "id": region.id,
+            "kind": region.kind,
+            "binding": _binding(region),
+            "instances_matched": region.selected,
+            "shapes": dict(zip(labels, [list(s) for s in shapes])),
+        },
+        code,
+        axes,
+        origin,
+    )
     params = None
     if weights:
         params = {}
@@ -294,8 +332,14 @@ def _remove(folder: Path) -> None:
     folder.rmdir()
 
 
-def _time(regions: list[Region], caps: list[Capture], case: Any, plan: RegionsPlan, outcome: RegionsOutcome,
-          progress: Callable[[str], None]) -> None:
+def _time(
+    regions: list[Region],
+    caps: list[Capture],
+    case: Any,
+    plan: RegionsPlan,
+    outcome: RegionsOutcome,
+    progress: Callable[[str], None],
+) -> None:
     from kernel_agent.measure.profile import WorkCounts, measure_ceilings, roofline
 
     progress("measuring this machine's ceilings")
@@ -303,8 +347,11 @@ def _time(regions: list[Region], caps: list[Capture], case: Any, plan: RegionsPl
     for k, cap in enumerate(caps):
         progress(f"timing {cap.label}: {plan.rounds} rounds of the replayed forward")
         timing = rank.time_capture(cap, case.model, case.inputs[cap.label], plan.rounds)
-        outcome.timing[cap.label] = {"replay_ms": round(timing.replay_s * 1e3, 3), "eager_ms": round(timing.eager_s * 1e3, 3),
-                                     "refused": timing.refusal}
+        outcome.timing[cap.label] = {
+            "replay_ms": round(timing.replay_s * 1e3, 3),
+            "eager_ms": round(timing.eager_s * 1e3, 3),
+            "refused": timing.refusal,
+        }
         for region in regions:
             chosen = region.selected or region.instances
             ops = {i for m in chosen for i in m.programs[k].body}
@@ -314,7 +361,9 @@ def _time(regions: list[Region], caps: list[Capture], case: Any, plan: RegionsPl
                 region.share[cap.label] = [f, lo, hi]
             counts = _work(chosen, k)
             region.flops[cap.label], region.bytes[cap.label] = counts
-            floor = roofline(WorkCounts(counts[0] or None, counts[1], None, "flop_counter"), ceilings, "float32")["floor_ms"]
+            floor = roofline(WorkCounts(counts[0] or None, counts[1], None, "flop_counter"), ceilings, "float32")[
+                "floor_ms"
+            ]
             if floor and floor > 0:
                 region.headroom[cap.label] = max(1.0, region.seconds[cap.label] * 1e3 / floor)
 
@@ -369,8 +418,11 @@ def _finish(regions: list[Region], plan: RegionsPlan, outcome: RegionsOutcome) -
         fs = [r.share[label][0] for r in chosen]
         hs = [r.headroom.get(label) for r in chosen]
         outcome.coverage[label] = sum(fs)
-        outcome.bound[label] = {"2x": rank.combined(fs, [2.0] * len(fs)), "roofline": rank.combined(fs, hs),
-                                "infinity": rank.combined(fs, [None] * len(fs))}
+        outcome.bound[label] = {
+            "2x": rank.combined(fs, [2.0] * len(fs)),
+            "roofline": rank.combined(fs, hs),
+            "infinity": rank.combined(fs, [None] * len(fs)),
+        }
 
 
 def _mean_share(r: Region, labels: list[str]) -> float | None:
@@ -400,8 +452,11 @@ def region_record(r: Region, labels: list[str]) -> dict[str, Any]:
         "bytes": r.bytes,
         "headroom": {k: round(v, 2) for k, v in r.headroom.items()},
         "bound": {
-            k: {"2x": _r(rank.amdahl(v[0], 2.0)), "roofline": _r(rank.amdahl(v[0], r.headroom.get(k))),
-                "infinity": _r(rank.amdahl(v[0], None))}
+            k: {
+                "2x": _r(rank.amdahl(v[0], 2.0)),
+                "roofline": _r(rank.amdahl(v[0], r.headroom.get(k))),
+                "infinity": _r(rank.amdahl(v[0], None)),
+            }
             for k, v in r.share.items()
         },
         "warnings": r.warnings,
@@ -447,23 +502,37 @@ def markdown(data: dict[str, Any]) -> str:
     for e in data["errors"]:
         rows.append(f"- error: {e}")
     for label, t in data["timing"].items():
-        rows.append(f"- {label}: replayed forward {t['replay_ms']} ms, eager forward {t['eager_ms']} ms"
-                    + (f"; shares refused: {t['refused']}" if t["refused"] else ""))
-    rows += ["", "| region | kind | count | " + " | ".join(f"share {x} [95%]" for x in labels)
-             + " | headroom | bound 2x / roofline / inf | status |", "|" + "---|" * (5 + len(labels))]
+        rows.append(
+            f"- {label}: replayed forward {t['replay_ms']} ms, eager forward {t['eager_ms']} ms"
+            + (f"; shares refused: {t['refused']}" if t["refused"] else "")
+        )
+    rows += [
+        "",
+        "| region | kind | count | "
+        + " | ".join(f"share {x} [95%]" for x in labels)
+        + " | headroom | bound 2x / roofline / inf | status |",
+        "|" + "---|" * (5 + len(labels)),
+    ]
     for r in data["regions"]:
-        shares = [("%.1f%% [%.1f, %.1f]" % tuple(100 * v for v in r["share"][x])) if x in r["share"] else "-"
-                  for x in labels]
+        shares = [
+            "{:.1f}% [{:.1f}, {:.1f}]".format(*(100 * v for v in r["share"][x])) if x in r["share"] else "-"
+            for x in labels
+        ]
         b = r["bound"].get(labels[0], {}) if labels else {}
         bound = " / ".join(f"{b[k]:.3f}x" if b.get(k) else "-" for k in ("2x", "roofline", "infinity")) if b else "-"
         head = min(r["headroom"].values()) if r["headroom"] else None
-        rows.append(f"| {r['slug']}_{r['id']} | {r['kind']} | {r['count']} | " + " | ".join(shares)
-                    + f" | {f'{head:.1f}x' if head else '-'} | {bound} | {r['status']} |")
+        rows.append(
+            f"| {r['slug']}_{r['id']} | {r['kind']} | {r['count']} | "
+            + " | ".join(shares)
+            + f" | {f'{head:.1f}x' if head else '-'} | {bound} | {r['status']} |"
+        )
     rows.append("")
     for label in labels:
         if label in data["coverage"]:
             b = data["bound"][label]
-            rows.append(f"- {label}: the selected set covers {data['coverage'][label]:.1%} of the forward; "
-                        f"model bound {b['2x']:.3f}x at 2x, {b['roofline'] or 0:.3f}x at the roofline, "
-                        f"{b['infinity'] or 0:.3f}x at infinity")
+            rows.append(
+                f"- {label}: the selected set covers {data['coverage'][label]:.1%} of the forward; "
+                f"model bound {b['2x']:.3f}x at 2x, {b['roofline'] or 0:.3f}x at the roofline, "
+                f"{b['infinity'] or 0:.3f}x at infinity"
+            )
     return "\n".join(rows)
