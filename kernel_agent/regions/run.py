@@ -128,6 +128,7 @@ def run_regions(plan: RegionsPlan, progress: Callable[[str], None] = lambda _s: 
         case = load_recipe(plan.recipe, plan.size)
     except RecipeError as exc:
         errors.append(str(exc))
+        _tables(outcome, plan.out)
         return outcome
     model = case.model.eval()
     caps: list[Capture] = []
@@ -146,6 +147,7 @@ def run_regions(plan: RegionsPlan, progress: Callable[[str], None] = lambda _s: 
         outcome.captures.append({"label": label, "mode": cap.mode, "why": cap.why, "ops": str(len(cap.ops))})
     if not caps:
         errors.append("no shape label could be captured: nothing to find regions in")
+        _tables(outcome, plan.out)
         return outcome
     labels = [c.label for c in caps]
     axes = find_axes(caps)
@@ -484,6 +486,7 @@ def outcome_json(o: RegionsOutcome) -> dict[str, Any]:
 
 
 def _tables(o: RegionsOutcome, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
     data = outcome_json(o)
     (out / "regions.json").write_text(json.dumps(data, indent=2) + "\n")
     (out / "regions.md").write_text(markdown(data) + "\n")
