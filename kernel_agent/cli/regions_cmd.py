@@ -52,6 +52,11 @@ def regions_command(
         fail(f"--granularity {granularity!r}: use one of {', '.join(GRANULARITIES)}")
     if capture not in ("auto", "export", "trace"):
         fail(f"--capture {capture!r}: use auto, export or trace")
+    if weights:
+        try:
+            import safetensors  # noqa: F401
+        except ImportError:
+            fail("--weights writes safetensors files: pip install safetensors (or 'kernel-agent[models]')")
     if device != "cpu":
         fail(f"--device {device}: regions measures on the CPU only so far (the CUDA timing is not built)")
     from kernel_agent.regions.run import RegionsPlan, outcome_json, run_regions
@@ -93,17 +98,24 @@ def show(data: dict, out: Path) -> None:
 
 def _check(folder: Path, json_output: bool) -> None:
     from kernel_agent.regions.checks import CheckFailed, check_folder
+    from kernel_agent.regions.run import captured_values
 
     index = folder / "regions.json"
     if not index.is_file():
         fail(f"--check {folder}: no regions.json there; pass the --out folder of a regions run")
     data = json.loads(index.read_text())
+    with stderr.status("regions --check: capturing the recipe again"):
+        captured, why = captured_values(data)
+    if why:
+        warn(f"the captured-values check is skipped (it needs the model): {why}")
     results = []
     for r in data["regions"]:
         if not r["emitted"]:
             continue
         try:
-            check_folder(folder / r["folder"], None)
+            if not why and r["id"] not in captured:
+                raise CheckFailed("the recipe no longer has this region (its model or inputs changed)")
+            check_folder(folder / r["folder"], captured.get(r["id"]) if not why else None)
             results.append({"folder": r["folder"], "passed": True, "reason": ""})
         except CheckFailed as exc:
             results.append({"folder": r["folder"], "passed": False, "reason": str(exc)})

@@ -63,6 +63,9 @@ class _Writer:
         self.m, self.p, self.compute = m, m.programs[0], compute
         self.exprs: Iterator[Expr] = iter(m.ints)
         self.heads: dict[int, list[Expr]] = {}
+        cap = self.p.cap
+        self.used = {v for i in self.p.prelude + self.p.body for v in cap.ops[i].reads()} | set(self.p.outputs)
+        self.used |= set(self.p.inputs)
 
     def arg(self, item: Any) -> str:
         if isinstance(item, Ref):
@@ -99,7 +102,8 @@ class _Writer:
                 lines.append(f"{named[0]} = {call}" if named and named[0] else call)
             else:
                 lines.append(f"_t{i} = {call}")
-                lines += [f"{n} = _t{i}[{k}]" for k, n in enumerate(named) if n]
+                used = [o in self.used for o in op.outputs]
+                lines += [f"{n} = _t{i}[{k}]" for k, (n, u) in enumerate(zip(named, used)) if n and u]
         return lines
 
 

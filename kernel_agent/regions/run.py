@@ -79,6 +79,8 @@ class Region:
 class RegionsOutcome:
     recipe: str
     size: str
+    granularity: str
+    capture: str
     torch_version: str
     captures: list[dict[str, str]]
     axes: dict[str, list[int]]
@@ -122,7 +124,9 @@ def run_regions(plan: RegionsPlan, progress: Callable[[str], None] = lambda _s: 
     from kernel_agent.prove.recipe import RecipeError, load_recipe
 
     errors: list[str] = []
-    outcome = RegionsOutcome(plan.recipe, plan.size, torch.__version__, [], {}, [], errors, {}, {}, {})
+    outcome = RegionsOutcome(
+        plan.recipe, plan.size, plan.granularity, plan.capture, torch.__version__, [], {}, [], errors, {}, {}, {}
+    )
     progress("building the recipe")
     try:
         case = load_recipe(plan.recipe, plan.size)
@@ -474,6 +478,8 @@ def outcome_json(o: RegionsOutcome) -> dict[str, Any]:
     return {
         "recipe": o.recipe,
         "size": o.size,
+        "granularity": o.granularity,
+        "capture": o.capture,
         "torch": o.torch_version,
         "captures": o.captures,
         "axes": o.axes,
@@ -539,3 +545,28 @@ def markdown(data: dict[str, Any]) -> str:
                 f"{b['infinity'] or 0:.3f}x at infinity"
             )
     return "\n".join(rows)
+
+
+def captured_values(data: dict[str, Any]) -> tuple[dict[str, list], str | None]:
+    """For `--check`: capture the recipe again as regions.json says it was, and give each region id the
+    (inputs, outputs) of its instances per label; or the reason it cannot (the recipe no longer builds)."""
+    from kernel_agent.prove.recipe import RecipeError, load_recipe
+
+    try:
+        case = load_recipe(data["recipe"], data["size"])
+    except RecipeError as exc:
+        return {}, str(exc)
+    caps = []
+    for label, inputs in case.inputs.items():
+        try:
+            caps.append(capture(case.model.eval(), inputs, label, data.get("capture", "auto")))
+        except CaptureError as exc:
+            return {}, str(exc)
+    found: dict[str, list] = {}
+    for region in _regions(caps, data.get("granularity", "auto")):
+        found[region.id] = [
+            ([p.cap.tensors[v] for v in p.inputs], [p.cap.tensors[v] for v in p.outputs])
+            for m in region.instances
+            for p in m.programs
+        ]
+    return found, None
