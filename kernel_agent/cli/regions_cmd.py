@@ -33,6 +33,9 @@ def regions_command(
     weights: bool = typer.Option(
         False, "--weights/--no-weights", help="Also write each problem's parameters as weights.safetensors."
     ),
+    index_dist: str = typer.Option(
+        "uniform", "--index-dist", help="How problems draw embedding indices: uniform, or zipf:A (power A, e.g. 1.05)."
+    ),
     no_timing: bool = typer.Option(False, "--no-timing", help="Skip the shares (find, write and check only)."),
     check: Path | None = typer.Option(
         None, "--check", help="Re-run the checks on the problems a previous run wrote to DIR (no timing)."
@@ -57,11 +60,15 @@ def regions_command(
             import safetensors  # noqa: F401
         except ImportError:
             fail("--weights writes safetensors files: pip install safetensors (or 'kernel-agent[models]')")
+    if not _index_dist_ok(index_dist):
+        fail(f"--index-dist {index_dist!r}: use uniform or zipf:A with A > 0 (e.g. zipf:1.05)")
     if device != "cpu":
         fail(f"--device {device}: regions measures on the CPU only so far (the CUDA timing is not built)")
     from kernel_agent.regions.run import RegionsPlan, outcome_json, run_regions
 
-    plan = RegionsPlan(recipe, size, out, granularity, top, min_share, capture, rounds, weights, not no_timing)
+    plan = RegionsPlan(
+        recipe, size, out, granularity, top, min_share, capture, rounds, weights, not no_timing, index_dist
+    )
     with stderr.status("regions: starting") as status:
         outcome = run_regions(plan, lambda step: status.update(f"regions: {step}"))
     data = outcome_json(outcome)
@@ -83,6 +90,16 @@ def regions_command(
         and "--top" not in r["status"]
     ]
     raise typer.Exit(EXIT_VERDICT if lost else EXIT_OK)
+
+
+def _index_dist_ok(text: str) -> bool:
+    if text == "uniform":
+        return True
+    head, _, power = text.partition(":")
+    try:
+        return head == "zipf" and float(power) > 0
+    except ValueError:
+        return False
 
 
 def show(data: dict, out: Path) -> None:

@@ -107,7 +107,8 @@ class _Writer:
         return lines
 
 
-def generate(m: Matched, compute: str) -> Code:
+def generate(m: Matched, compute: str, index_dist: str = "uniform") -> Code:
+    """The problem's text; `index_dist` uniform, or zipf:A (rank r drawn with weight 1 / (r + 1)^A)."""
     p: Program = m.programs[0]
     w = _Writer(m, compute)
     cap = p.cap
@@ -130,7 +131,7 @@ def generate(m: Matched, compute: str) -> Code:
     ret = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"
     body = "\n".join("    " + line for line in [*head, *derive, *body_lines, f"return {ret}"])
     signature = ", ".join(p.names[v] for v in p.inputs)
-    make = _make_inputs(p, roles, w.heads, prelude_lines, axes, compute)
+    make = _make_inputs(p, roles, w.heads, prelude_lines, axes, compute, index_dist)
     shape_of = "\n".join(
         [
             "def shape_of(" + signature + "):",
@@ -192,7 +193,13 @@ def _dt(dtype: str, compute: str) -> str:
 
 
 def _make_inputs(
-    p: Program, roles: list[Role], heads: dict[int, list[Expr]], prelude: list[str], axes: list[int], compute: str
+    p: Program,
+    roles: list[Role],
+    heads: dict[int, list[Expr]],
+    prelude: list[str],
+    axes: list[int],
+    compute: str,
+    index_dist: str,
 ) -> str:
     lines = ["def make_inputs(shape, dtype, device, generator):"]
     lines.append("    " + ("".join(f"A{a}, " for a in axes) + "= shape" if axes else "del shape"))
@@ -202,6 +209,11 @@ def _make_inputs(
             lines.append(
                 f"    {n} = _normal({dims}, {_num(role.mean)}, {_num(role.std)}, {dt}, device, generator)"
                 f"  # {role.kind}{': ' + role.source if role.source else ''}"
+            )
+        elif role.kind == "index" and index_dist.startswith("zipf:"):
+            lines.append(
+                f"    {n} = _zipf({role.rows}, {dims}, {float(index_dist[5:])!r}, device, generator)"
+                "  # rows of its table, power law"
             )
         elif role.kind == "index":
             lines.append(

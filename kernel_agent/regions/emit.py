@@ -24,6 +24,16 @@ def _offsets(count, entries, last, device, generator):
     cuts = torch.randint(0, count + 1, (max(entries - 1 - int(last), 0),), generator=generator).sort().values
     parts = [torch.zeros(1, dtype=torch.int64), cuts] + ([torch.tensor([count])] if last else [])
     return torch.cat(parts).to(device)
+
+
+def _zipf(rows, dims, power, device, generator):
+    """Indices where row rank r has weight 1 / (r + 1)^power, ranks scattered over the table by a permutation."""
+    count = 1
+    for d in dims:
+        count *= d
+    weights = 1.0 / torch.arange(1, rows + 1, dtype=torch.float64) ** power
+    ranks = torch.multinomial(weights, count, replacement=True, generator=generator)
+    return torch.randperm(rows, generator=generator)[ranks].reshape(dims).to(device)
 '''
 
 

@@ -147,7 +147,8 @@ def _aliases_input(v: int, cap: Capture, inputs: list[int]) -> bool:
 
 # ---- axes ---------------------------------------------------------------------------------------------------
 def find_axes(caps: list[Capture]) -> list[tuple[int, ...]]:
-    """The var axes: each distinct tuple (over labels) of a user-input dimension that is not the same in all."""
+    """The var axes: each distinct tuple (over labels) of a user-input dimension that is not the same in all and
+    not a multiple or product of the others."""
     axes: list[tuple[int, ...]] = []
     for k in range(len(caps[0].user_inputs)):
         shapes = [c.values[c.user_inputs[k]].shape for c in caps if k < len(c.user_inputs)]
@@ -157,6 +158,12 @@ def find_axes(caps: list[Capture]) -> list[tuple[int, ...]]:
             t = tuple(s[d] for s in shapes)
             if len(set(t)) > 1 and t not in axes:
                 axes.append(t)
+    # a size that is a multiple or product of other axes (3 indices per bag: 3 * batch) is not an axis of its own
+    for t in list(axes):
+        others = [a for a in axes if a != t]
+        derived = express(t, others)
+        if derived is not None and derived[1]:
+            axes.remove(t)
     return axes
 
 

@@ -8,8 +8,8 @@ Order of preference, first come first served on the ops (each op in at most one 
 1. modules one level above the leaves and horizontal groups a module holds exactly (attention, an MLP, the
    per-table embedding bags): the unit a layer swap replaces;
 2. chains that cross module boundaries (a residual add and the next norm: no module holds them alone);
-3. leaf modules (a norm, an output projection), then other horizontal groups, anchor+epilogue chains, chains,
-   and single ops.
+3. other horizontal groups (a model's own top-level embedding bags), then leaf modules (a norm, an output
+   projection), anchor+epilogue chains, chains, and single ops.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ class RegionsPlan:
     rounds: int = 20
     weights: bool = False
     time_shares: bool = True
+    index_dist: str = "uniform"  # or zipf:A, for the index inputs of embedding regions
 
 
 @dataclass
@@ -169,7 +170,7 @@ def run_regions(plan: RegionsPlan, progress: Callable[[str], None] = lambda _s: 
         if not region.selected:
             continue
         progress(f"writing and checking {region.slug}_{region.id}")
-        _emit(region, compute, axes, labels, origin, out, plan.weights)
+        _emit(region, compute, axes, labels, origin, out, plan)
     if plan.time_shares:
         _time(regions, caps, case, plan, outcome, progress)
     _finish(regions, plan, outcome)
@@ -220,9 +221,11 @@ def _priority(inst: Instance, depths: dict[str, int], module_ops: list[tuple[set
         return 0
     if inst.kind == "chain" and not inside_layer:
         return 1
-    if inst.kind == "module" and depths.get(inst.path, 9) == 0:
+    if inst.kind == "horizontal":
         return 2
-    return {"horizontal": 3, "epilogue": 4, "chain": 5, "op": 6, "module": 8}[inst.kind]
+    if inst.kind == "module" and depths.get(inst.path, 9) == 0:
+        return 3
+    return {"epilogue": 4, "chain": 5, "op": 6, "module": 8}[inst.kind]
 
 
 def _select(regions: list[Region], cap: Capture) -> None:
@@ -278,10 +281,12 @@ def _binding(region: Region) -> str:
     return "B3"
 
 
-def _emit(region: Region, compute: str, axes: list, labels: list[str], origin: dict, out: Path, weights: bool) -> None:
+def _emit(
+    region: Region, compute: str, axes: list, labels: list[str], origin: dict, out: Path, plan: RegionsPlan
+) -> None:
     m = region.instances[0]
     try:
-        code = generate(m, compute)
+        code = generate(m, compute, plan.index_dist)
     except CodegenError as exc:
         region.why = f"selected, not emitted: {exc}"
         return
@@ -309,7 +314,7 @@ def _emit(region: Region, compute: str, axes: list, labels: list[str], origin: d
         origin,
     )
     params = None
-    if weights:
+    if plan.weights:
         params = {}
         for sm in region.selected:
             p = sm.programs[0]

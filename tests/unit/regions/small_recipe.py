@@ -57,5 +57,27 @@ def build(size: str = "small") -> ModelCase:
     return ModelCase(model=Small().eval(), inputs=inputs, layers={})
 
 
+class Bags(nn.Module):
+    """Two embedding-bag tables of different sizes whose pooled rows are stacked (a small sparse arch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables = nn.ModuleList([nn.EmbeddingBag(50, 4, mode="sum"), nn.EmbeddingBag(7, 4, mode="sum")])
+
+    def forward(self, indices: tuple[torch.Tensor, ...], offsets: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        return torch.stack([t(i, o) for t, i, o in zip(self.tables, indices, offsets)], dim=1)
+
+
+def bags(size: str = "small") -> ModelCase:
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+
+    def batch(n: int) -> tuple:
+        indices = (torch.randint(0, 50, (3 * n,), generator=g), torch.randint(0, 7, (2 * n,), generator=g))
+        return indices, (torch.arange(n) * 3, torch.arange(n) * 2)
+
+    return ModelCase(model=Bags().eval(), inputs={"b4": batch(4), "b7": batch(7)}, layers={})
+
+
 def broken(size: str = "small") -> ModelCase:
     raise RuntimeError("no such checkpoint")

@@ -27,3 +27,16 @@ def test_a_size_no_axis_explains_is_refused() -> None:
 def test_check_shapes_hold_one_a_prime_and_one_past_a_power_of_two() -> None:
     assert check_shapes([(2, 16), (3, 33)]) == [(1, 1), (3, 5), (3, 9)]
     assert check_shapes([]) == []
+
+
+def test_an_input_size_that_is_a_multiple_of_another_is_not_an_axis() -> None:
+    from types import SimpleNamespace
+
+    from kernel_agent.regions.program import find_axes
+
+    def cap(*shapes: tuple[int, ...]) -> SimpleNamespace:
+        values = {k: SimpleNamespace(shape=s) for k, s in enumerate(shapes)}
+        return SimpleNamespace(values=values, user_inputs=list(values))
+
+    # indices of 3 per bag, then offsets one per bag: the batch is the axis, 3 * batch is derived
+    assert find_axes([cap((12,), (4,)), cap((21,), (7,))]) == [(4, 7)]

@@ -84,3 +84,16 @@ def test_a_recipe_that_fails_to_build_is_one_line_in_regions_json(tmp_path: Path
     assert outcome.errors == data["errors"]
     assert len(data["errors"]) == 1 and "RuntimeError: no such checkpoint" in data["errors"][0]
     assert "\n" not in data["errors"][0] and data["regions"] == []
+
+
+def test_embedding_bags_become_one_problem_with_valid_indices_and_offsets(tmp_path: Path) -> None:
+    run_regions(RegionsPlan(f"{RECIPE}:bags", out=tmp_path, time_shares=False, index_dist="zipf:1.05"))
+    data = json.loads((tmp_path / "regions.json").read_text())
+    emitted = [r for r in data["regions"] if r["emitted"]]
+    assert [r["kind"] for r in emitted] == ["horizontal"] and emitted[0]["ops"] == ["embedding_bag"] * 2 + ["stack"]
+    folder = tmp_path / emitted[0]["folder"]
+    text = (folder / "problem.py").read_text()
+    assert "_zipf(50, (3*A0, ), 1.05" in text and "_zipf(7, (2*A0, ), 1.05" in text
+    assert text.count("_offsets(") == 3  # the helper and one per table
+    roles = [i["role"] for i in json.loads((folder / "region.json").read_text())["inputs"].values()]
+    assert sorted(roles) == ["index", "index", "offsets", "offsets", "param", "param"]
