@@ -49,7 +49,7 @@ def main() -> None:
                 cwd=ROOT, capture_output=True, text=True,
             )  # fmt: skip
             took = time.monotonic() - start
-            if proc.returncode not in (0, 1):
+            if proc.returncode not in (0, 1) or not proc.stdout.strip():
                 sys.exit(f"{name}: regions failed: {proc.stderr[-2000:]}")
             data = json.loads(proc.stdout)
             found = len(data["regions"])

@@ -41,6 +41,7 @@ def regions_command(
         None, "--check", help="Re-run the checks on the problems a previous run wrote to DIR (no timing)."
     ),
     json_output: bool = opt.json_option("regions.json's content"),
+    db: str = opt.DB,
 ) -> None:
     """Capture the model per shape label, find its regions (modules, fusable chains, anchor+epilogue, horizontal
     groups), select a disjoint cut, write each selected region as a checked native problem, time each region's
@@ -66,8 +67,13 @@ def regions_command(
         fail(f"--device {device}: regions measures on the CPU only so far (the CUDA timing is not built)")
     from kernel_agent.regions.run import RegionsPlan, outcome_json, run_regions
 
+    ceilings = None
+    if not no_timing:
+        from kernel_agent.cli.ceilings import profile_ceilings
+
+        ceilings, _ = profile_ceilings(db, "cpu", None, False)  # the ones eval and optimize use, stored once
     plan = RegionsPlan(
-        recipe, size, out, granularity, top, min_share, capture, rounds, weights, not no_timing, index_dist
+        recipe, size, out, granularity, top, min_share, capture, rounds, weights, not no_timing, index_dist, ceilings
     )
     with stderr.status("regions: starting") as status:
         outcome = run_regions(plan, lambda step: status.update(f"regions: {step}"))

@@ -116,9 +116,10 @@ def amdahl(f: float, s: float | None) -> float | None:
     """The model's speedup when a share `f` of it runs `s` times faster (s None: infinitely)."""
     if s is not None and s <= 0:
         return None
-    return 1.0 / ((1.0 - f) + (f / s if s else 0.0))
+    rest = (1.0 - f) + (f / s if s else 0.0)
+    return 1.0 / rest if rest > 1e-9 else None  # None: no bound (all of the time in regions made free)
 
 
-def combined(fs: list[float], ss: list[float | None]) -> float:
-    rest = 1.0 - sum(fs)
-    return 1.0 / (max(rest, 0.0) + sum(f / s if s else 0.0 for f, s in zip(fs, ss)))
+def combined(fs: list[float], ss: list[float | None]) -> float | None:
+    rest = max(1.0 - sum(fs), 0.0) + sum(f / s if s else 0.0 for f, s in zip(fs, ss))
+    return 1.0 / rest if rest > 1e-9 else None

@@ -48,6 +48,7 @@ class RegionsPlan:
     weights: bool = False
     time_shares: bool = True
     index_dist: str = "uniform"  # or zipf:A, for the index inputs of embedding regions
+    ceilings: Any = None  # measure.profile.Ceilings the CLI read from the database; None: measured here
 
 
 @dataclass
@@ -353,12 +354,18 @@ def _time(
 ) -> None:
     from kernel_agent.measure.profile import WorkCounts, measure_ceilings, roofline
 
-    progress("measuring this machine's ceilings")
-    ceilings = measure_ceilings("cpu", budget_s=1.0)
+    ceilings = plan.ceilings
+    if ceilings is None:
+        progress("measuring this machine's ceilings")
+        ceilings = measure_ceilings("cpu", budget_s=1.0)
     for k, cap in enumerate(caps):
         progress(f"timing {cap.label}: {plan.rounds} rounds of the replayed forward")
         timing = rank.time_capture(cap, case.model, case.inputs[cap.label], plan.rounds)
+        ratio = timing.replay_s / max(timing.eager_s, 1e-12)
         outcome.timing[cap.label] = {
+            "suspect": None
+            if 0.5 <= ratio <= 2.0
+            else f"the replayed forward took {ratio:.2f}x the eager forward's time: its shares may not be the model's",
             "replay_ms": round(timing.replay_s * 1e3, 3),
             "eager_ms": round(timing.eager_s * 1e3, 3),
             "refused": timing.refusal,
@@ -474,6 +481,10 @@ def region_record(r: Region, labels: list[str]) -> dict[str, Any]:
     }
 
 
+def _x(x: float | None) -> str:
+    return f"{x:.3f}x" if x is not None else "unbounded"
+
+
 def _r(x: float | None) -> float | None:
     return round(x, 4) if x is not None else None
 
@@ -518,6 +529,7 @@ def markdown(data: dict[str, Any]) -> str:
     for label, t in data["timing"].items():
         rows.append(
             f"- {label}: replayed forward {t['replay_ms']} ms, eager forward {t['eager_ms']} ms"
+            + (f"; {t['suspect']}" if t.get("suspect") else "")
             + (f"; shares refused: {t['refused']}" if t["refused"] else "")
         )
     rows += [
@@ -546,8 +558,8 @@ def markdown(data: dict[str, Any]) -> str:
             b = data["bound"][label]
             rows.append(
                 f"- {label}: the selected set covers {data['coverage'][label]:.1%} of the forward; "
-                f"model bound {b['2x']:.3f}x at 2x, {b['roofline'] or 0:.3f}x at the roofline, "
-                f"{b['infinity'] or 0:.3f}x at infinity"
+                f"model bound {_x(b['2x'])} at 2x, {_x(b['roofline'])} at the roofline, "
+                f"{_x(b['infinity'])} at infinity"
             )
     return "\n".join(rows)
 

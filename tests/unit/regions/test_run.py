@@ -97,3 +97,22 @@ def test_embedding_bags_become_one_problem_with_valid_indices_and_offsets(tmp_pa
     assert text.count("_offsets(") == 3  # the helper and one per table
     roles = [i["role"] for i in json.loads((folder / "region.json").read_text())["inputs"].values()]
     assert sorted(roles) == ["index", "index", "offsets", "offsets", "param", "param"]
+
+
+def test_on_a_busy_machine_shares_are_refused_in_one_line_and_problems_still_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kernel_agent.measure.contention as contention
+    from kernel_agent.measure.profile import Ceilings
+
+    monkeypatch.setattr(contention, "CONTENTION_LIMIT", -1.0)  # any other process's time counts as too busy
+    given = Ceilings("cpu-test", "cpu", memory_gbps=10.0, gflops={"float32": 50.0})  # as the CLI passes stored ones
+    run_regions(RegionsPlan(f"{RECIPE}:build", out=tmp_path, rounds=3, ceilings=given))
+    data = json.loads((tmp_path / "regions.json").read_text())
+    refusals = [t["refused"] for t in data["timing"].values()]
+    assert len(refusals) == 2 and all(r and r.startswith("the machine was too busy") for r in refusals)
+    assert all("\n" not in r for r in refusals)
+    assert data["coverage"] == {} and all(r["share"] == {} for r in data["regions"])
+    assert sum(r["emitted"] for r in data["regions"]) == 5
+    assert "shares refused: the machine was too busy" in (tmp_path / "regions.md").read_text()
+    assert all(r["headroom"] for r in data["regions"])  # the roofline still counts: no timing verdict is made
