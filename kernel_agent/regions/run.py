@@ -162,7 +162,7 @@ def run_regions(plan: RegionsPlan, progress: Callable[[str], None] = lambda _s: 
         errors.append("one shape label only: every size is a constant (give the recipe two labels whose sizes differ)")
     progress("finding regions")
     regions = _regions(caps, plan.granularity)
-    _select(regions, caps[0])
+    _select(regions)
     compute = _compute_dtype(model)
     out = plan.out
     (out / "problems").mkdir(parents=True, exist_ok=True)
@@ -229,7 +229,7 @@ def _priority(inst: Instance, depths: dict[str, int], module_ops: list[tuple[set
     return {"epilogue": 4, "chain": 5, "op": 6, "module": 8}[inst.kind]
 
 
-def _select(regions: list[Region], cap: Capture) -> None:
+def _select(regions: list[Region]) -> None:
     taken: dict[int, str] = {}
     for region in regions:
         first = region.instances[0]
