@@ -116,3 +116,17 @@ def test_on_a_busy_machine_shares_are_refused_in_one_line_and_problems_still_wri
     assert sum(r["emitted"] for r in data["regions"]) == 5
     assert "shares refused: the machine was too busy" in (tmp_path / "regions.md").read_text()
     assert all(r["headroom"] for r in data["regions"])  # the roofline still counts: no timing verdict is made
+
+
+def test_weights_are_written_only_when_asked(first: Path, tmp_path: Path) -> None:
+    pytest.importorskip("safetensors")
+    from safetensors.torch import load_file
+
+    assert not list(first.rglob("weights.safetensors"))  # not by default
+    run_regions(RegionsPlan(f"{RECIPE}:build", out=tmp_path, time_shares=False, weights=True))
+    data = json.loads((tmp_path / "regions.json").read_text())
+    folder = tmp_path / next(r["folder"] for r in data["regions"] if r["slug"] == "mlp")
+    saved = load_file(str(folder / "weights.safetensors"))
+    assert sorted(saved) == sorted(
+        f"layers.{k}.mlp.{p}.{w}" for k in (0, 1) for p in ("up", "down") for w in ("weight", "bias")
+    )
