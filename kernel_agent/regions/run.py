@@ -537,7 +537,7 @@ def markdown(data: dict[str, Any]) -> str:
         "| region | kind | count | "
         + " | ".join(f"share {x} [95%]" for x in labels)
         + " | headroom | bound 2x / roofline / inf | status |",
-        "|" + "---|" * (5 + len(labels)),
+        "|" + "---|" * (6 + len(labels)),
     ]
     for r in data["regions"]:
         shares = [

@@ -130,3 +130,12 @@ def test_weights_are_written_only_when_asked(first: Path, tmp_path: Path) -> Non
     assert sorted(saved) == sorted(
         f"layers.{k}.mlp.{p}.{w}" for k in (0, 1) for p in ("up", "down") for w in ("weight", "bias")
     )
+
+
+def test_regions_md_is_one_table_with_a_row_per_region(first: Path) -> None:
+    lines = (first / "regions.md").read_text().splitlines()
+    head = next(k for k, line in enumerate(lines) if line.startswith("| region |"))
+    width = lines[head].count("|")
+    rows = [line for line in lines[head + 2 :] if line.startswith("| ")]
+    assert lines[head + 1].count("|") == width and all(r.count("|") == width for r in rows)
+    assert len(rows) == len(json.loads((first / "regions.json").read_text())["regions"])
