@@ -133,9 +133,34 @@ def _chains(ops: list[Op], cats: dict[int, str], readers: dict[int, list[int]]) 
         for i in span:
             groups.setdefault(_root(parent, i), set()).add(i)
         for group in groups.values():
+            group = _without_foreign_views(group, ops, cats, readers)
             if sum(cats[i] != "view" for i in group) >= 2:
                 found.append(group)
     return sorted(found, key=min)
+
+
+def _without_foreign_views(group: set[int], ops: list[Op], cats: dict[int, str], readers: dict) -> set[int]:
+    """Leave out the views at a chain's ends made inside another module (in a trace, the `_unsafe_view` closing
+    a Linear's `mm`, or the `view` opening the next one): they belong to that module, and keeping them would
+    make the chain overlap it."""
+    kept = set(group)
+    changed = True
+    while changed:
+        changed = False
+        made = {o: i for i in kept for o in ops[i].outputs if o is not None}
+        for i in sorted(kept):
+            op = ops[i]
+            if cats[i] != "view":
+                continue
+            producers = [made[v] for v in op.reads() if v in made]
+            users = [j for o in op.outputs if o is not None for j in readers.get(o, []) if j in kept]
+            here = op.modules[-1]
+            leading = not producers and users and all(ops[j].modules[-1] != here for j in users)
+            trailing = not users and producers and all(ops[j].modules[-1] != here for j in producers)
+            if leading or trailing:
+                kept.discard(i)
+                changed = True
+    return kept
 
 
 def _root(parent: dict[int, int], i: int) -> int:
