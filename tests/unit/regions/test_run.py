@@ -139,3 +139,16 @@ def test_regions_md_is_one_table_with_a_row_per_region(first: Path) -> None:
     rows = [line for line in lines[head + 2 :] if line.startswith("| ")]
     assert lines[head + 1].count("|") == width and all(r.count("|") == width for r in rows)
     assert len(rows) == len(json.loads((first / "regions.json").read_text())["regions"])
+
+
+def test_the_trace_capture_gives_the_same_cut_as_the_export(first: Path, tmp_path: Path) -> None:
+    """In a trace a Linear is view + addmm + view: the views at a chain's ends stay with their module."""
+    run_regions(RegionsPlan(f"{RECIPE}:build", out=tmp_path, time_shares=False, capture="trace"))
+    traced = json.loads((tmp_path / "regions.json").read_text())
+    exported = json.loads((first / "regions.json").read_text())
+    assert [c["mode"] for c in traced["captures"]] == ["trace", "trace"]
+
+    def cut(data: dict) -> list[tuple]:
+        return sorted((r["kind"], r["selected"], r["instances"][0]) for r in data["regions"] if r["emitted"])
+
+    assert cut(traced) == cut(exported)
