@@ -22,6 +22,7 @@ from kernel_agent.cli import (
     export_cmd,
     optimize_cmd,
     profile_cmd,
+    regions_cmd,
     report_cmd,
     review_cmd,
     runs_cmd,
@@ -52,6 +53,7 @@ app.add_typer(select_cmd.app, name="select")
 app.command("doctor")(doctor_cmd.doctor_command)
 app.command("verify-package")(verify_cmd.verify_package_command)
 app.command("e2e")(e2e_cmd.e2e_command)
+app.command("regions")(regions_cmd.regions_command)
 
 
 @app.callback()

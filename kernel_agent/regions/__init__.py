@@ -1,0 +1,1 @@
+"""From a model to its ranked, verified kernel list (`kernel-agent regions`): capture, regions, problems, ranks."""
