@@ -32,6 +32,26 @@ FIXTURES = HERE / "fixtures"
 PROBLEMS = HERE / "problems"
 SOFTMAX = ROOT / "tests" / "fixtures" / "softmax64"
 SANDBOX_UID = 65534
+# Run at the unshare and process levels too, in CI (the whole catalogue runs at the strongest level that starts): one
+# or two fixtures per way out of the sandbox (secrets, files, replay, the channel, network, processes, signals, the
+# kernel's own calls, the segments, sandbox detection) and the honest controls.
+WEAKER_LEVELS_SAMPLE = (
+    "a12_reference_by_path",
+    "b31_impersonate_worker",
+    "b61_iouring_sqpoll",
+    "c15_read_environ",
+    "c16_file_replay",
+    "c31_fifo_reply",
+    "c37_shadow_module",
+    "c38_network",
+    "c43_fork_bomb_setsid",
+    "c48_kill_parent",
+    "d51_cache_dirs",
+    "h13_write_input_segment",
+    "w3d_sandbox_aware",
+    "ok_baseline_itself",
+    "ok_faster",
+)
 
 
 @dataclass

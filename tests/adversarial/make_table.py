@@ -1,7 +1,11 @@
 """Run every CPU adversarial fixture through the real evaluation path and write
-benchmarks/results/adversarial.md (fixture, THREATS row, expected, observed, isolation).
+benchmarks/results/adversarial.md (fixture, THREATS row, expected, and what each isolation level observed).
 
-    python tests/adversarial/make_table.py [--out benchmarks/results/adversarial.md]
+    python tests/adversarial/make_table.py [--out benchmarks/results/adversarial.md] [--levels bwrap,unshare,process]
+        [--sample]
+
+Each level is forced (`isolation=`); a level that does not start here is a column of "-" with the reason below the
+table. `--sample` runs the weaker levels on `WEAKER_LEVELS_SAMPLE` only (what CI runs), bwrap on every fixture.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from adversarial.common import ROOT, all_fixtures, load_fixture, run_fixture  # noqa: E402
+from adversarial.common import ROOT, WEAKER_LEVELS_SAMPLE, all_fixtures, load_fixture, run_fixture  # noqa: E402
+from kernel_agent.sandbox.host.levels import attempt  # noqa: E402
 
 # Rows that cannot be defended (or even exercised) on a CPU; they live in gpu_fixtures/.
 GPU_ROWS = [
@@ -69,9 +74,29 @@ def params_for(name: str, tmp: Path) -> dict[str, str]:
     return {}
 
 
+def run_at(fixture, level: str):
+    """One fixture at one forced level, with the targets and listener it needs."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        listener = None
+        params = params_for(fixture.name, tmp_path)
+        if fixture.name == "c38_network":
+            listener = socket.socket()
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(1)
+            params = {"PORT": str(listener.getsockname()[1])}
+        try:
+            return run_fixture(load_fixture(fixture.path), tmp_path / "sandbox", params, isolation=level)
+        finally:
+            if listener is not None:
+                listener.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "adversarial.md")
+    parser.add_argument("--levels", default="bwrap,unshare,process")
+    parser.add_argument("--sample", action="store_true", help="the weaker levels on CI's sample of fixtures only")
     args = parser.parse_args()
     lines = [
         "# Adversarial fixtures: expected vs observed verdicts",
@@ -83,30 +108,37 @@ def main() -> int:
         "| fixture | THREATS row | expected | observed | match | isolation | reason (start) |",
         "|---|---|---|---|---|---|---|",
     ]
+    levels = [level for level in args.levels.split(",") if level]
+    started = {level: attempt(level) for level in levels}
+    lines[-2:] = [
+        "| fixture | THREATS row | expected | " + " | ".join(levels) + " | match | reason (start, first level) |",
+        "|---|---|---|" + "---|" * len(levels) + "---|---|",
+    ]
     mismatches = 0
     for fixture in all_fixtures():
-        with tempfile.TemporaryDirectory() as tmp:
-            tmp_path = Path(tmp)
-            listener = None
-            params = params_for(fixture.name, tmp_path)
-            if fixture.name == "c38_network":
-                listener = socket.socket()
-                listener.bind(("127.0.0.1", 0))
-                listener.listen(1)
-                params = {"PORT": str(listener.getsockname()[1])}
-            try:
-                verdict = run_fixture(load_fixture(fixture.path), tmp_path / "sandbox", params)
-            finally:
-                if listener is not None:
-                    listener.close()
-        ok = verdict.status in fixture.expect.split("|") and any(r in verdict.reason for r in fixture.reason.split("|"))
+        cells, reasons, ok = [], [], True
+        for level in levels:
+            weaker = level != "bwrap"
+            if not started[level].works or (args.sample and weaker and fixture.name not in WEAKER_LEVELS_SAMPLE):
+                cells.append("-")
+                continue
+            verdict = run_at(fixture, level)
+            good = verdict.status in fixture.expect.split("|") and any(
+                r in verdict.reason for r in fixture.reason.split("|")
+            )
+            ok = ok and good
+            cells.append(verdict.status if good else f"**{verdict.status}**")
+            reasons.append(verdict.reason)
+            mark = "ok " if good else "BAD"
+            print(f"{mark} {level:8s} {fixture.name:32s} {verdict.status:13s} {verdict.reason[:80]}", flush=True)
         mismatches += not ok
-        reason = verdict.reason.replace("|", "/")[:110] or "-"
+        reason = (reasons[0] if reasons else "").replace("|", "/")[:110] or "-"
         lines.append(
-            f"| `{fixture.name}` | {fixture.row} | {fixture.expect.replace('|', ' or ')} | {verdict.status} "
-            f"| {'yes' if ok else '**NO**'} | {verdict.isolation.split(' (')[0]} | {reason} |"
+            f"| `{fixture.name}` | {fixture.row} | {fixture.expect.replace('|', ' or ')} | "
+            + " | ".join(cells)
+            + f" | {'yes' if ok else '**NO**'} | {reason} |"
         )
-        print(f"{'ok ' if ok else 'BAD'} {fixture.name:32s} {verdict.status:13s} {verdict.reason[:90]}", flush=True)
+    lines += [""] + [f"- `{lvl}` did not start here: {tried.why}" for lvl, tried in started.items() if not tried.works]
     lines += [
         "",
         "## GPU-only rows (not defended or exercised on CPU)",

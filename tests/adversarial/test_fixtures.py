@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from adversarial.common import all_fixtures, run_fixture, sandbox_processes
+from adversarial.common import WEAKER_LEVELS_SAMPLE, all_fixtures, run_fixture, sandbox_processes
+from kernel_agent.sandbox.host.levels import attempt
 
 # Fixtures with placeholders get dedicated tests (test_orchestrator_world.py) that supply real targets.
 FIXTURES = [f for f in all_fixtures() if not f.params]
@@ -30,10 +31,33 @@ def test_there_is_a_fixture_for_at_least_30_rows() -> None:
     assert len(rows) >= 25, sorted(rows)
 
 
+SAMPLE = [f for f in FIXTURES if f.name in WEAKER_LEVELS_SAMPLE]
+
+
+def test_the_weaker_levels_sample_names_fixtures_that_exist() -> None:
+    assert {f.name for f in SAMPLE} == set(WEAKER_LEVELS_SAMPLE)
+
+
 @pytest.mark.parametrize("fixture", FIXTURES, ids=[f.name for f in FIXTURES])
 def test_fixture_verdict(tmp_path: Path, fixture) -> None:
+    check_fixture(tmp_path, fixture)
+
+
+@pytest.mark.parametrize("level", ["unshare", "process"])
+@pytest.mark.parametrize("fixture", SAMPLE, ids=[f.name for f in SAMPLE])
+def test_fixture_verdict_at_a_weaker_level(tmp_path: Path, fixture, level: str) -> None:
+    """What a container gets (no bubblewrap): the same verdicts behind the mount namespace, Landlock and seccomp."""
+    tried = attempt(level)
+    if not tried.works:
+        pytest.skip(f"{level} does not start here: {tried.why}")
+    check_fixture(tmp_path, fixture, isolation=level)
+
+
+def check_fixture(tmp_path: Path, fixture, **overrides: object) -> None:
     sandbox_root = tmp_path / "sandbox"
-    verdict = run_fixture(fixture, sandbox_root)
+    verdict = run_fixture(fixture, sandbox_root, **overrides)
+    if overrides:
+        assert verdict.isolation.startswith(str(overrides["isolation"])), verdict.isolation
     allowed = fixture.expect.split("|")
     assert verdict.status in allowed, f"{fixture.name}: {verdict.status}: {verdict.reason}"
     assert any(r in verdict.reason for r in fixture.reason.split("|")), (
