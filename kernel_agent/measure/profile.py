@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from kernel_agent.core.config import check_known_fields
+from kernel_agent.core.timing_result import TimingResult
 from kernel_agent.measure.contention import contention, core_times
 from kernel_agent.measure.op_breakdown import triton_compile_metadata  # noqa: F401 - re-exported: it belongs with the profile API
 from kernel_agent.problem.load import Problem, Shape, as_outputs, import_file, seeded_generator, torch_dtype
@@ -403,14 +404,10 @@ def _positive(value: Any) -> bool:
 # --- the profile the prompt shows --------------------------------------------------------------
 
 
-def shape_rows(problem: Problem, timing: dict[str, Any] | None, ceilings: Ceilings | None) -> list[dict[str, Any]]:
+def shape_rows(problem: Problem, timing: TimingResult | None, ceilings: Ceilings | None) -> list[dict[str, Any]]:
     """One structured row per benchmark shape (first dtype): counts, floor, and the timing's rates."""
     dtype = problem.dtypes[0]
-    per_shape = {}
-    if isinstance(timing, dict):
-        for entry in timing.get("per_shape") or []:
-            if isinstance(entry, dict) and entry.get("dtype", dtype) == dtype:
-                per_shape[tuple(entry.get("shape", ()))] = entry
+    per_shape = {tuple(e.shape): e for e in (timing.per_shape if timing is not None else []) if e.dtype == dtype}
     rows = []
     for shape in problem.shapes:
         counts = work_counts(problem, shape, dtype)
@@ -429,7 +426,7 @@ def shape_rows(problem: Problem, timing: dict[str, Any] | None, ceilings: Ceilin
         entry = per_shape.get(tuple(shape))
         if entry is not None:
             for role in ("baseline", "candidate"):
-                ms = entry.get(f"{role}_median_ms")
+                ms = getattr(entry, f"{role}_median_ms")
                 if not _positive(ms):
                     continue
                 row[f"{role}_median_ms"] = ms
@@ -478,7 +475,7 @@ def _round(value: Any, digits: int = 4) -> Any:
 
 def build_profile(
     problem: Problem,
-    timing: dict[str, Any] | None,
+    timing: TimingResult | None,
     device: str,
     ceilings: Ceilings | None,
     rows: list[dict[str, Any]] | None = None,
@@ -498,11 +495,11 @@ def build_profile(
     """
     rows = rows if rows is not None else shape_rows(problem, timing, ceilings)
     profile: dict[str, Any] = {}
-    summary = timing.get(role) if isinstance(timing, dict) else None
-    if isinstance(summary, dict) and _positive(summary.get("median_ms")):
+    summary = timing.summary(role) if timing is not None else None
+    if summary is not None and _positive(summary.median_ms):
         for key in ("median_ms", "p20_ms", "p80_ms"):
-            if _positive(summary.get(key)):
-                profile[f"{role}_{key}"] = _round(summary[key])
+            if _positive(getattr(summary, key)):
+                profile[f"{role}_{key}"] = _round(getattr(summary, key))
     bounds = {row["bound"] for row in rows if "bound" in row}
     if bounds:
         profile["bound"] = bounds.pop() if len(bounds) == 1 else "mixed"

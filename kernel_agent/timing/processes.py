@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kernel_agent.core.timing_result import HugePages, Processes
 from kernel_agent.timing.sequential import round_log_speedups
 
 POWER = 0.8
@@ -121,17 +122,19 @@ class ProcessEstimate:
         """The smallest true gain (0.05: 5%) that clears 1 + min_gain with 80% power at this design."""
         return mde(self.se, self.df, min_gain)
 
-    def to_json(self) -> dict:
-        return {
-            "pairs": len(self.pair_speedups),
-            "pair_speedups": list(self.pair_speedups),
-            "between_sd": self.between_sd,
-            "process_effect": self.process_effect,
-            "within_se": self.within_se,
-            "within_df": self.within_df,
-            "se": self.se,
-            "df": self.df,
-        }
+    def record(self, memory: tuple[HugePages, ...]) -> Processes:
+        """What the verdict keeps of this estimate, with each pair's huge-page memory."""
+        return Processes(
+            pairs=len(self.pair_speedups),
+            pair_speedups=tuple(self.pair_speedups),
+            between_sd=self.between_sd,
+            process_effect=self.process_effect,
+            within_se=self.within_se,
+            within_df=self.within_df,
+            se=self.se,
+            df=self.df,
+            memory=memory,
+        )
 
 
 def mde(se: float, df: int, min_gain: float) -> float:

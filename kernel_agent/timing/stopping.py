@@ -5,8 +5,8 @@ budget); and the stopping record the verdict keeps."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from kernel_agent.core.timing_result import Stopping
 from kernel_agent.timing import processes
 from kernel_agent.timing.job import TimingJob
 from kernel_agent.timing.processes import PairRecords
@@ -27,14 +27,16 @@ class Ending:
     look: Look | None
 
 
-def stopping_record(job: TimingJob, ended: Ending, pairs: int) -> dict[str, Any]:
+def stopping_record(job: TimingJob, ended: Ending, pairs: int) -> Stopping:
     if not job.sequential or (pairs == 1 and job.rounds <= job.min_rounds):
-        return {"rule": "fixed rounds", "ended_by": ended.by}
-    least = job.min_rounds if pairs == 1 else MIN_PAIR_ROUNDS
-    record = {"rule": "sequential", "settled_early": ended.look is not None, "min_rounds": least, "ended_by": ended.by}
-    if ended.look is not None:
-        record["look"] = ended.look.to_json()
-    return record
+        return Stopping(rule="fixed rounds", ended_by=ended.by)
+    return Stopping(
+        rule="sequential",
+        settled_early=ended.look is not None,
+        min_rounds=job.min_rounds if pairs == 1 else MIN_PAIR_ROUNDS,
+        ended_by=ended.by,
+        look=ended.look.record() if ended.look is not None else None,
+    )
 
 
 # ******************** the stopping rule ********************

@@ -7,11 +7,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from kernel_agent.core.timing_result import Resolution, ShapeTiming, Summary, TimingResult, geometric_mean
+from kernel_agent.core.timing_result import (
+    Accounts,
+    ContentionShare,
+    HugePages,
+    Processes,
+    Resolution,
+    SandboxAccount,
+    ShapeTiming,
+    SideRatios,
+    Summary,
+    TimingResult,
+    geometric_mean,
+)
 from kernel_agent.core.verdict import Status
 from kernel_agent.measure.contention import Contention
 from kernel_agent.sandbox.host.session import WorkerSession
@@ -39,7 +50,7 @@ class Interval:
     per_shape: list[dict[str, float]]
     se: float  # of the log speedup: the MDE's scale
     df: int
-    processes: dict[str, Any] | None = None
+    processes: Processes | None = None
 
     @property
     def half_width(self) -> float:
@@ -108,7 +119,7 @@ def _over_pairs(runs: list[PairRun], ended: Ending) -> Interval:
         per_shape=per_shape,
         se=est.se,
         df=est.df,
-        processes={**est.to_json(), "memory": [_memory_of(run.job) for run in runs]},
+        processes=est.record(tuple(_memory_of(run.job) for run in runs)),
     )
 
 
@@ -126,12 +137,12 @@ def huge_pages_kb(side: WorkerSession) -> int | None:
     return None
 
 
-def _memory_of(job: TimingJob) -> dict[str, int | None]:
+def _memory_of(job: TimingJob) -> HugePages:
     """Each side's anonymous memory backed by huge pages (kB): a candidate cause of a process effect."""
-    return {role: huge_pages_kb(side) for role, side in (("baseline", job.baseline), ("candidate", job.candidate))}
+    return HugePages(baseline=huge_pages_kb(job.baseline), candidate=huge_pages_kb(job.candidate))
 
 
-def cpu_per_wall(runs: list[PairRun]) -> dict[str, float]:
+def cpu_per_wall(runs: list[PairRun]) -> SideRatios:
     """Each side's sandbox CPU over its timed requests' wall time, over every pair: a candidate that buys its
     time with CPU beyond the baseline's (a hidden core) shows here (decision.py's guard on FAST)."""
     ratios = {}
@@ -139,7 +150,7 @@ def cpu_per_wall(runs: list[PairRun]) -> dict[str, float]:
         timed = [t for run in runs for c in range(len(run.job.configs)) for t in run.samples[role].flat(c)]
         wall = sum(t.wall_ns for t in timed)
         ratios[role] = sum(t.cpu_ns for t in timed) / wall if wall > 0 else 0.0
-    return ratios
+    return SideRatios(**ratios)
 
 
 # ******************** the summary ********************
@@ -197,15 +208,18 @@ def summarize(
         + ", bounded below by the orchestrator's clock per request less the floor of the baseline's pings",
         threads=job.threads,
         work_budget_exceeded=over_budget,
-        contention=busy.to_json() if busy is not None else None,
-        accounting={"baseline": job.baseline.accounting.to_json(), "candidate": job.candidate.accounting.to_json()},
+        contention=ContentionShare.from_json(busy.to_json()) if busy is not None else None,
+        accounting=Accounts(
+            baseline=SandboxAccount.from_json(job.baseline.accounting.to_json()),
+            candidate=SandboxAccount.from_json(job.candidate.accounting.to_json()),
+        ),
         resolution=Resolution(
             target=job.resolution,
             half_width=interval.half_width,
             mde=mde(interval.se, interval.df, job.min_gain),
             ended_by=ended.by,
             budget_s=job.budget_s,
-        ).to_json(),
+        ),
         processes=interval.processes,
         cpu_per_wall=cpu_per_wall(runs),
     )
