@@ -89,8 +89,7 @@ def speed_line(timing: TimingResult | None) -> str:
     )
     first = pairs.second_look_of if pairs is not None else None
     again = (
-        f"; a second look: one pair read {first.speedup:.3f}x [{first.ci[0]:.3f}, {first.ci[1]:.3f}], "
-        "could not resolve"
+        f"; a second look: one pair read {first.speedup:.3f}x [{first.ci[0]:.3f}, {first.ci[1]:.3f}], could not resolve"
         if first is not None
         else ""
     )

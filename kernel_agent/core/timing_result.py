@@ -241,7 +241,6 @@ class TimingResult(JsonRecord):
             accounting=self.accounting,
         )
 
-
     def summary(self, role: str) -> Summary:
         return self.baseline if role == "baseline" else self.candidate
 
