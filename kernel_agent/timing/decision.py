@@ -15,7 +15,7 @@ from kernel_agent.core.timing_result import TimingResult
 from kernel_agent.core.verdict import Status
 from kernel_agent.timing.speed_class import SpeedClass, classify, describe
 
-DEFAULT_RESOLUTION = 0.03  # a record without a target (hand-made, or timed before issue 36)
+DEFAULT_RESOLUTION = 0.03  # a record without a target (hand-made, or timed before there were targets)
 CPU_GUARD_SLACK = 1.03  # honest single-threaded sides read 0.9-1.0 CPU per wall second, alike
 
 

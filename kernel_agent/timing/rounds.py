@@ -160,7 +160,7 @@ def _check_audits(job: TimingJob, fetched: list[tuple[list, list]], dtype: str, 
 
 class PairRun:
     """One baseline process against one candidate process: warmed up and staged at construction, then timed a
-    round at a time (`one_round`), so that several pairs can take turns round by round (issue 36)."""
+    round at a time (`one_round`), so that several pairs can take turns round by round."""
 
     def __init__(self, job: TimingJob, rng: secrets.SystemRandom) -> None:
         self.job = job

@@ -1,4 +1,4 @@
-"""When the A/B timing may stop early: a look after every round from MIN_ROUNDS on (issue 14).
+"""When the A/B timing may stop early: a look after every round from MIN_ROUNDS on.
 
 Most candidates are settled long before the last round: a 2x or a 0.5x is plain after four. The
 risk of looking after every round is the classic one: stopping the first time a noisy interval

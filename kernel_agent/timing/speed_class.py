@@ -1,4 +1,4 @@
-"""The four-way speed class beside a passing verdict's status (issue 36).
+"""The four-way speed class beside a passing verdict's status.
 
 `faster` and `correct` say whether a candidate is accepted; they do not say whether a `correct` one was
 as fast as its baseline within a few percent or could not be told apart at all. The class does:

@@ -46,7 +46,7 @@ def stop_after(job: TimingJob, pairs: list[PairRecords], cycles: int, elapsed: f
     """What ends the timing after cycle `cycles` (every pair timed that many rounds); None to go on. The last
     cycle is decided by the full 95% interval as with fixed rounds.
 
-    One pair: the early looks of timing/sequential.py, as before issue 36. Several: a 99.9% look settles
+    One pair: the early looks of timing/sequential.py. Several: a 99.9% look settles
     FAST or SLOW (the union bound of sequential.py holds for FAST); the 95% interval ends it as SAME, or when
     it is narrower than the target (half of it each side: `resolution` / 2); else the time budget does."""
     if not job.sequential or cycles >= job.rounds:
