@@ -9,12 +9,14 @@ its readers assumed for it), and it writes back exactly as it was stored.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from kernel_agent.core.record_json import JsonRecord, meta
+from kernel_agent.core.text import clean_nested
 
 
 @dataclass(frozen=True)
@@ -245,11 +247,17 @@ class TimingResult(JsonRecord):
         return self.baseline if role == "baseline" else self.candidate
 
 
+def stored_timing(stored: Any) -> TimingResult:
+    """A stored timing record, its strings `clean`ed first as every stored verdict's are (a row a tampered process
+    wrote carries no escapes to whoever reads it); cleaning what the writer cleaned changes nothing."""
+    return TimingResult.from_json(clean_nested(copy.deepcopy(stored)))
+
+
 def timing_of(verdict: dict[str, Any] | None) -> TimingResult | None:
-    """The typed timing of a stored verdict's JSON (None where nothing was timed): where the database's rows and
-    a Ray worker's reply become records."""
+    """The typed timing of a stored verdict's JSON (None where nothing was timed): where a database row becomes
+    a record."""
     stored = (verdict or {}).get("timing")
-    return TimingResult.from_json(stored) if stored is not None else None
+    return stored_timing(stored) if stored is not None else None
 
 
 def combined(first: TimingResult, second: TimingResult, reason: str) -> TimingResult:

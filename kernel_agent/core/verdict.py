@@ -19,7 +19,7 @@ from typing import Any
 
 from kernel_agent.core.config import from_json
 from kernel_agent.core.text import clean, clean_nested
-from kernel_agent.core.timing_result import TimingResult
+from kernel_agent.core.timing_result import TimingResult, stored_timing
 
 
 class Status(str, Enum):
@@ -192,7 +192,7 @@ def _timing(stored: Any) -> TimingResult | None:
     if stored is None:
         return None
     try:
-        return TimingResult.from_json(stored)
+        return stored_timing(stored)
     except (ValueError, TypeError) as exc:
         raise TypeError(f"verdict field 'timing' has the wrong type: {exc}") from None
 

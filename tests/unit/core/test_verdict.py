@@ -104,6 +104,9 @@ def test_a_stored_verdict_is_cleaned_as_it_is_decoded() -> None:
     }
     verdict = Verdict.from_dict(data)
     assert verdict.reason == "bad value" and verdict.flags == ["flag"] and verdict.checks == [{"note": "a b"}]
+    timing = timing_record().to_json() | {"ci_level": "95%\x1b[2J", "confirmation": "x\x1b]0;t\x07y"}
+    typed = Verdict.from_dict({"status": "correct", "timing": timing}).timing
+    assert typed.ci_level == "95%" and typed.confirmation == "xy"
 
 
 def test_text_assigned_later_and_items_appended_later_are_cleaned_too() -> None:
