@@ -33,9 +33,9 @@ CANDIDATES = {
 
 
 def first_pair_faster(verdict) -> bool:
-    pairs = (verdict.timing or {}).get("pairs")
+    pairs = verdict.timing.pairs if verdict.timing is not None else None
     if pairs:
-        return pairs[0]["speedup_ci"][0] > 1.02
+        return pairs[0].speedup_ci[0] > 1.02
     return verdict.status == "faster"
 
 
@@ -56,7 +56,7 @@ def main() -> None:
             row["speedups"].append(verdict.speedup or 0.0)
             row["first"] += first_pair_faster(verdict)
             row["final"] += verdict.status == "faster"
-            row["confirmed"] += bool((verdict.timing or {}).get("pairs"))
+            row["confirmed"] += bool(verdict.timing is not None and verdict.timing.pairs)
             print(f"{run} {name}: {verdict.status} {verdict.speedup or 0:.3f}x", flush=True)
     table = Table(title=f"softmax64, {args.runs} runs each, confirmation below {CONFIRM_BELOW}x")
     for column in ("candidate", "faster: first pair only", "faster: confirmed", "second pair ran",

@@ -50,15 +50,18 @@ def main() -> None:
         spread.add_column(column)
     for index, (verdict, _) in enumerate(rows, 1):
         low, high = verdict.speedup_ci or (float("nan"), float("nan"))
-        timing = verdict.timing or {}
+        nan = float("nan")
+        base_ms, cand_ms = (
+            (verdict.timing.baseline.median_ms, verdict.timing.candidate.median_ms) if verdict.timing else (nan, nan)
+        )
         spread.add_row(
             str(index),
             verdict.status,
             f"{verdict.speedup:.3f}" if verdict.speedup else "-",
             f"[{low:.3f}, {high:.3f}]",
             "yes" if low <= 1.0 <= high else "NO",
-            f"{timing.get('baseline', {}).get('median_ms', float('nan')):.3f}",
-            f"{timing.get('candidate', {}).get('median_ms', float('nan')):.3f}",
+            f"{base_ms:.3f}",
+            f"{cand_ms:.3f}",
         )
     console.print(spread)
     speedups = [v.speedup for v, _ in rows if v.speedup]

@@ -206,7 +206,7 @@ def main() -> None:
             t = time.perf_counter()
             verdict = evaluate(load_problem(folder), source, options)
             wall = time.perf_counter() - t
-            timing = verdict.timing or {}
+            timing = verdict.timing.to_json() if verdict.timing is not None else {}  # the stored record
             res = timing.get("resolution") or {}
             row = {
                 "status": str(verdict.status),

@@ -62,7 +62,6 @@ def one(folder: Path, name: str, source: str, mode: str, sandbox: Path) -> Run:
     started = time.perf_counter()
     verdict = evaluate(problem, source, EvalOptions(sequential=mode == "sequential", sandbox_root=sandbox))
     seconds = time.perf_counter() - started
-    timing = verdict.timing or {}
     return Run(
         folder.name,
         name,
@@ -70,7 +69,7 @@ def one(folder: Path, name: str, source: str, mode: str, sandbox: Path) -> Run:
         verdict.status,
         verdict.speedup,
         tuple(verdict.speedup_ci) if verdict.speedup_ci else None,
-        timing.get("rounds"),
+        verdict.timing.rounds if verdict.timing is not None else None,
         seconds,
         verdict.durations.get("timing", 0.0),
     )

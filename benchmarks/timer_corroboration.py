@@ -107,7 +107,7 @@ def main() -> None:
                             totals[f"n-{condition}"] += 1
                             if verdict.speedup:
                                 speedups.append(f"{verdict.speedup:.2f}")
-                                base_ms.append((verdict.timing or {}).get("baseline", {}).get("median_ms", 0.0))
+                                base_ms.append(verdict.timing.baseline.median_ms if verdict.timing else 0.0)
                             if verdict.status in ("rejected", "flagged"):
                                 console.print(
                                     f"[red]false flag[/red] {condition} {shape} {name}: {verdict.reason}",

@@ -28,7 +28,7 @@ from adversarial.common import all_fixtures, run_fixture  # noqa: E402
 from kernel_agent.evaluate.pipeline import EvalOptions, evaluate  # noqa: E402
 from kernel_agent.problem.load import load_problem  # noqa: E402
 from kernel_agent.sandbox.host.process import IDLE_CPU_LIMIT_NS  # noqa: E402
-from kernel_agent.timing.ab_timing import CORE_MIN_MS, CORE_SLACK, THREAD_SLACK  # noqa: E402
+from kernel_agent.timing.rules import CORE_MIN_MS, CORE_SLACK, THREAD_SLACK  # noqa: E402
 
 HONEST = [
     ("tests/fixtures/softmax64", "tests/fixtures/candidates/faster.py"),

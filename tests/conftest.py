@@ -11,10 +11,13 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from _pytest.mark.expression import Expression  # pytest's own `-m` compiler: used only to skip collecting e2e folders
+
+from kernel_agent.core.timing_result import ShapeTiming, Stopping, Summary, TimingResult
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -106,6 +109,33 @@ def eval_json(
         f"expected one JSON line on stdout, got: {proc.stdout!r} / {proc.stderr[-2000:]}"
     )
     return json.loads(proc.stdout), proc
+
+
+def shape_timing(
+    shape: tuple[int, ...] = (256, 2048), base_ms: float = 2.0, cand_ms: float = 1.0, **fields: object
+) -> ShapeTiming:
+    """One benchmark's typed timing, its speedup the ratio of its medians (`fields` in place of the rest)."""
+    values: dict = dict(
+        shape=tuple(shape), dtype="float32", speedup=base_ms / cand_ms, baseline_median_ms=base_ms,
+        candidate_median_ms=cand_ms, speedup_ci=(0.9 * base_ms / cand_ms, 1.1 * base_ms / cand_ms),
+        baseline_p20_ms=base_ms, candidate_p80_ms=cand_ms,
+    )  # fmt: skip
+    return ShapeTiming(**{**values, **fields})
+
+
+def timing_record(speedup: float = 2.0, ci: tuple[float, float] = (1.8, 2.2), **fields: object) -> TimingResult:
+    """A typed timing record as one pair of processes writes it: `speedup` over one shape, `fields` in place
+    of its own (`per_shape=[]` for a record without shapes)."""
+    side = Summary(1.0, 0.9, 1.1, 1.0, 40)
+    values: dict = dict(
+        speedup=speedup, speedup_ci=ci, ci_level="95%", statistical_ci=ci, process_effect=0.08,
+        baseline=replace(side, median_ms=2.0), candidate=replace(side, median_ms=2.0 / speedup), rounds=10,
+        max_rounds=10, stopping=Stopping(rule="fixed rounds", ended_by="rounds"), calls_per_block=[4],
+        calls_per_request=[1], per_shape=[shape_timing(base_ms=2.0, cand_ms=2.0 / speedup, speedup_ci=ci)],
+        audited_calls=4, record_floor_ms=[0.05], timed_inputs=["drawn per round, the same for both sides"],
+        clock="worker perf_counter_ns", threads=1, work_budget_exceeded=None, contention=None, accounting=None,
+    )  # fmt: skip
+    return TimingResult(**{**values, **fields})
 
 
 @pytest.fixture

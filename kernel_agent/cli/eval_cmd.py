@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from kernel_agent.cli.speedups import slower
 from kernel_agent.core.config import Device, EvalConfig, ReferenceConfig
 from kernel_agent.core.of_record import typical_ms
 from kernel_agent.core.relative import over_baseline, speedup_vs_json
+from kernel_agent.core.timing_result import TimingResult
 
 
 @from_config
@@ -71,29 +73,27 @@ def not_timed(verdict) -> str:
     return f"the candidate was not timed: {verdict.status}" + (f": {verdict.reason}" if verdict.reason else "")
 
 
-def speed_line(timing: dict | None) -> str:
-    """The four-way class, what the design could have shown and what ended the timing; '' for a verdict
-    timed before it."""
-    res = (timing or {}).get("resolution") or {}
-    if not res.get("class"):
+def speed_line(timing: TimingResult | None) -> str:
+    """The four-way class, what the design could have shown and what ended the timing; '' for a verdict timed
+    before there were classes."""
+    res = timing.resolution if timing is not None else None
+    if timing is None or res is None or not res.speed_class:
         return ""
-    mde = res.get("mde")
-    shown = f"; smallest gain it could show (80% power): {mde:.1%}" if isinstance(mde, (int, float)) else ""
-    pairs = (timing or {}).get("processes") or {}
+    shown = f"; smallest gain it could show (80% power): {res.mde:.1%}" if math.isfinite(res.mde) else ""
+    pairs = timing.processes
     measured = (
-        f"; process effect {timing['process_effect']:.1%} measured over {pairs['pairs']} process pairs"
-        if pairs.get("pairs", 0) > 1
-        else f"; process effect {timing.get('process_effect', 0):.0%} assumed (one pair"
-        + (f": {pairs['why_one']})" if pairs.get("why_one") else ")")
+        f"; process effect {timing.process_effect:.1%} measured over {pairs.pairs} process pairs"
+        if pairs is not None and pairs.pairs > 1
+        else f"; process effect {timing.process_effect:.0%} assumed (one pair"
+        + (f": {pairs.why_one})" if pairs is not None and pairs.why_one else ")")
     )
-    first = pairs.get("second_look_of") or {}
+    first = pairs.second_look_of if pairs is not None else None
     again = (
-        f"; a second look: one pair read {first['speedup']:.3f}x [{first['ci'][0]:.3f}, {first['ci'][1]:.3f}], "
-        "could not resolve"
-        if first.get("ci")
+        f"; a second look: one pair read {first.speedup:.3f}x [{first.ci[0]:.3f}, {first.ci[1]:.3f}], could not resolve"
+        if first is not None
         else ""
     )
-    return f"speed: {res['class']} ({res.get('words', '')}){shown}; ended by {res.get('ended_by')}{measured}{again}"
+    return f"speed: {res.speed_class} ({res.words or ''}){shown}; ended by {res.ended_by}{measured}{again}"
 
 
 def render(verdict, speedup_vs: dict | None = None) -> None:
@@ -111,10 +111,11 @@ def render(verdict, speedup_vs: dict | None = None) -> None:
         timing = verdict.timing
         times = {role: typical_ms(timing, role) for role in ("baseline", "candidate")}
         sides = "  ".join(f"{role} {ms:.4f} ms" for role, ms in times.items() if ms is not None)
-        many = len(timing.get("per_shape") or []) > 1
+        many = timing is not None and len(timing.per_shape) > 1
+        level, rounds = (timing.ci_level, timing.rounds) if timing is not None else ("95%", None)
         stdout.print(  # the times whose ratio is the speedup (a median pooled over shapes is not: 1.09x read 14.8/15.6)
-            f"speedup {verdict.speedup:.3f}x  {timing.get('ci_level', '95%')} CI [{low:.3f}, {high:.3f}]  {sides} "
-            f"({'per-shape medians, geometric mean' if many else 'medians'}; {timing.get('rounds')} rounds)",
+            f"speedup {verdict.speedup:.3f}x  {level} CI [{low:.3f}, {high:.3f}]  {sides} "
+            f"({'per-shape medians, geometric mean' if many else 'medians'}; {rounds} rounds)",
             highlight=False,
         )
         resolution_line = speed_line(timing)

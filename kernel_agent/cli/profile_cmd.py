@@ -186,7 +186,7 @@ def timing_summary(verdict, role: str) -> dict[str, Any] | None:  # noqa: ANN001
         "speedup_ci": verdict.speedup_ci,
     }
     if verdict.timing is not None:
-        summary.update(baseline=verdict.timing.get("baseline"), candidate=verdict.timing.get("candidate"))
+        summary.update(baseline=verdict.timing.baseline.to_json(), candidate=verdict.timing.candidate.to_json())
     return summary
 
 

@@ -52,7 +52,7 @@ def speed_classes(database, run_id: int) -> list[dict[str, int]]:
     from kernel_agent.timing.speed_class import label
 
     return [
-        dict(Counter(c for c in (label(cand.verdict.get("timing")) for cand in k.candidates) if c))
+        dict(Counter(c for c in (label(cand.timing) for cand in k.candidates) if c))
         for k in run_kernels(database, run_id)
     ]
 

@@ -90,18 +90,18 @@ def show(result) -> None:
             f"({clean(c.verdict.ci_level, 30)}; {clean(c.device.name, 80)}, {c.device.threads} thread(s))",
             highlight=False,
         )
-        timing = v.timing or {}
+        timing = v.timing
         stdout.print(
-            f"  re-measured  {_number(v.speedup, v.speedup_ci)} {v.status} ({timing.get('ci_level', '-')}; "
+            f"  re-measured  {_number(v.speedup, v.speedup_ci)} {v.status} ({timing.ci_level if timing else '-'}; "
             f"{m.here.get('device_name')}, {m.here.get('threads')} thread(s)); {checks}",
             highlight=False,
         )
-        mine = {str(e.get("shape")): e for e in timing.get("per_shape", [])}
+        mine = {str(list(e.shape)): e for e in (timing.per_shape if timing else [])}
         for s in c.verdict.per_shape:
-            here = mine.get(str(s.shape), {})
+            here = mine.get(str(s.shape))
             stdout.print(
                 f"    shape {s.shape} {clean(s.dtype, 20)}: certified {_number(s.speedup, s.ci)}, "
-                f"here {_number(here.get('speedup'), here.get('speedup_ci'))}",
+                f"here {_number(here.speedup, here.speedup_ci) if here else '-'}",
                 highlight=False,
             )
         stdout.print(f"  {m.speed_line()}", highlight=False)

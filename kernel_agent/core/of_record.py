@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kernel_agent.core.relative import Relative, missing, over_baseline
+from kernel_agent.core.timing_result import TimingResult
 from kernel_agent.core.verdict import Status
 
 WIDE = 3.0  # an early look whose interval's upper end is more than this many times its lower end is not quoted
@@ -24,45 +25,44 @@ PENDING = "re-timing"  # what a view says in place of a number it does not quote
 FASTER = Status.FASTER
 
 
-def typical_ms(timing: dict | None, role: str) -> float | None:
+def typical_ms(timing: TimingResult | None, role: str) -> float | None:
     """One time per side that agrees with the speedup: the geometric mean over benchmark shapes of
     the per-shape medians (their ratio between the two sides of one A/B run is exactly the speedup).
     A pooled median over shapes of different sizes would not be. A timing without per-shape
     entries (a hand-made or very old record) falls back to its overall median."""
-    timing = timing or {}
-    per_shape = timing.get("per_shape") or []
-    values = [entry.get(f"{role}_median_ms") for entry in per_shape if isinstance(entry, dict)]
-    if not per_shape:
-        overall = (timing.get(role) or {}).get("median_ms")
-        values = [overall] if overall is not None else []
-    if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+    if timing is None:
+        return None
+    values = [getattr(entry, f"{role}_median_ms") for entry in timing.per_shape]
+    if not values:
+        values = [timing.summary(role).median_ms]
+    if not all(v > 0 for v in values):
         return None
     if len(values) == 1:
         return float(values[0])  # exactly, not through exp(log())
     return float(math.exp(sum(math.log(v) for v in values) / len(values)))
 
 
-def stopped_early(timing: dict[str, Any] | None) -> bool:
+def stopped_early(timing: TimingResult | None) -> bool:
     """Whether a verdict's A/B timing (either pair of a confirmed one) ended before its last round: the
-    timing record's `stopping` (timing/ab_timing.py), else fewer rounds than the most."""
-    if not timing:
+    timing record's `stopping` (timing/stopping.py), else fewer rounds than the most."""
+    if timing is None:
         return False
-    pairs = timing.get("pairs") or [timing]
-    if any("stopping" in pair for pair in pairs):
-        return any((pair.get("stopping") or {}).get("settled_early") for pair in pairs)
-    rounds, most = timing.get("rounds"), timing.get("max_rounds")
-    return isinstance(rounds, int) and isinstance(most, int) and rounds < most
+    stops = [pair.stopping for pair in (timing.pairs or [timing])]
+    if any(stop is not None for stop in stops):
+        return any(stop is not None and bool(stop.settled_early) for stop in stops)
+    return timing.max_rounds is not None and timing.rounds < timing.max_rounds
 
 
-def pairs_of(timing: dict[str, Any] | None) -> int:
+def pairs_of(timing: TimingResult | None) -> int:
     """How many pairs of processes timed a verdict together (1 where one pair did, or nothing was timed)."""
-    pairs = ((timing or {}).get("processes") or {}).get("pairs")
-    return pairs if isinstance(pairs, int) and pairs > 0 else 1
+    pairs = timing.processes.pairs if timing is not None and timing.processes is not None else 1
+    return pairs if pairs > 0 else 1
 
 
-def speed_class_of(timing: dict[str, Any] | None) -> str:
+def speed_class_of(timing: TimingResult | None) -> str:
     """The timed comparison's speed class ('' for a verdict timed before there were classes)."""
-    return str(((timing or {}).get("resolution") or {}).get("class") or "")
+    resolution = timing.resolution if timing is not None else None
+    return (resolution.speed_class or "") if resolution is not None else ""
 
 
 class Stored(Protocol):
@@ -75,7 +75,7 @@ class Stored(Protocol):
     baseline_ms: float | None
     candidate_ms: float | None
     reason: str
-    verdict: dict[str, Any]
+    timing: TimingResult | None  # the stored verdict's, decoded where it was read
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class Reading:
 
     @classmethod
     def timed(
-        cls, candidate: int, status: str, speedup: float | None, ci: Any, timing: dict[str, Any] | None, reason: str
+        cls, candidate: int, status: str, speedup: float | None, ci: Any, timing: TimingResult | None, reason: str
     ) -> Reading:
         """A reading from a verdict's values and its timing record (core/verdict.py Verdict)."""
         interval = (float(ci[0]), float(ci[1])) if ci and len(ci) == 2 and None not in ci else None
@@ -117,7 +117,7 @@ class Reading:
     def stored(cls, candidate: int, row: Stored) -> Reading:
         """A reading from a stored evaluation (its columns; the timing record for whether it stopped early)."""
         ci = (row.ci_low, row.ci_high) if row.ci_low is not None and row.ci_high is not None else None
-        timing = (row.verdict or {}).get("timing")
+        timing = row.timing
         return cls(
             candidate,
             row.status,

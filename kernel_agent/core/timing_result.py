@@ -1,19 +1,28 @@
-"""What an A/B timing returns: one typed record, read by the confirmation, the decision and the verdict.
+"""What an A/B timing returns: one typed record, read by the confirmation, the decision, the verdict and every view
+of a stored verdict, field by field.
 
-It used to be a 22-key dict, read and rebuilt by each of them. The verdict, the database and the CLI keep
-reading its JSON (`to_json`), which is unchanged.
+Its JSON (`to_json`, through `core/record_json.py`) is what the verdict stores; reading a stored one back
+(`from_json`, once, where a stored verdict is read) gives the same record, and writing it again the same bytes.
+A record written by an older version reads back too: what it lacks takes each field's `absent` value (the values
+its readers assumed for it), and it writes back exactly as it was stored.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from kernel_agent.core.record_json import JsonRecord, meta
+from kernel_agent.core.text import clean_nested
 
-@dataclass
-class Summary:
+
+@dataclass(frozen=True)
+class Summary(JsonRecord):
+    """One side's times of record pooled: the median and its neighbours (ms)."""
+
     median_ms: float
     p20_ms: float
     p80_ms: float
@@ -37,126 +46,218 @@ def geometric_mean(values) -> float:
     return float(np.exp(np.mean(np.log(np.asarray(values, dtype=float)))))
 
 
-@dataclass(frozen=True)
-class ShapeTiming:
-    """One benchmark (shape, dtype): its speedup, interval, medians and the tails the confirmation reads."""
+@dataclass(frozen=True, kw_only=True)
+class ShapeTiming(JsonRecord):
+    """One benchmark (shape, dtype): its speedup, interval, medians and the tails the confirmation reads (the
+    interval and tails are None in a record older than them)."""
 
     shape: tuple[int, ...]
     dtype: str
     speedup: float
-    speedup_ci: tuple[float, float]
     baseline_median_ms: float
     candidate_median_ms: float
-    baseline_p20_ms: float
-    candidate_p80_ms: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "shape": list(self.shape),
-            "dtype": self.dtype,
-            "speedup": self.speedup,
-            "baseline_median_ms": self.baseline_median_ms,
-            "candidate_median_ms": self.candidate_median_ms,
-            "speedup_ci": list(self.speedup_ci),
-            "baseline_p20_ms": self.baseline_p20_ms,
-            "candidate_p80_ms": self.candidate_p80_ms,
-        }
+    speedup_ci: tuple[float, float] | None = field(default=None, metadata=meta(absent=None))
+    baseline_p20_ms: float | None = field(default=None, metadata=meta(absent=None))
+    candidate_p80_ms: float | None = field(default=None, metadata=meta(absent=None))
 
 
-@dataclass(frozen=True)
-class Resolution:
-    """What the timing could resolve (issue 36): the target half-width, the 95% interval's own half-width, the
-    minimum detectable gain at 80% power (`processes.mde`), and what ended the timing."""
+@dataclass(frozen=True, kw_only=True)
+class LookRecord(JsonRecord):
+    """An early look of the sequential timing (timing/sequential.py `Look`): its interval and what it settled."""
+
+    rounds: int
+    speedup: float
+    statistical_ci: tuple[float, float]
+    ci: tuple[float, float]
+    level: float
+    futility_high: float
+    futility_level: float
+    settled: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stopping(JsonRecord):
+    """How the timing was to stop (`fixed rounds` or `sequential`) and what ended it (timing/stopping.py)."""
+
+    rule: str
+    settled_early: bool | None = field(default=None, metadata=meta(optional=True))
+    min_rounds: int | None = field(default=None, metadata=meta(optional=True))
+    ended_by: str = field(default="", metadata=meta(absent=""))
+    look: LookRecord | None = field(default=None, metadata=meta(optional=True))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContentionShare(JsonRecord):
+    """What of the timing cores' busy time was neither ours nor the sandboxes' (measure/contention.py)."""
+
+    other: float
+    stolen: float
+    cores: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class PhaseCost(JsonRecord):
+    """One phase of a sandbox's work, measured from outside its processes."""
+
+    name: str
+    requests: int
+    cpu_ms: float
+    wall_ms: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class SandboxAccount(JsonRecord):
+    """One side's sandbox accounting as the timing saw it (sandbox/host/accounting.py `Accounting.to_json`)."""
+
+    method: str
+    phases: tuple[PhaseCost, ...] = field(default=(), metadata=meta(named="name", absent=()))
+    idle_cpu_ms: float = field(default=0.0, metadata=meta(absent=0.0))
+    max_threads: int = field(default=0, metadata=meta(absent=0))
+    max_processes: int = field(default=0, metadata=meta(absent=0))
+    peak_rss_mb: float = field(default=0.0, metadata=meta(absent=0.0))
+    peak_tasks: int | None = field(default=None, metadata=meta(absent=None))
+    cores: str = field(default="any", metadata=meta(absent="any"))
+    huge_pages_kb: int = field(default=0, metadata=meta(absent=0))
+    freezer: str = field(default="SIGSTOP", metadata=meta(absent="SIGSTOP"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Accounts(JsonRecord):
+    baseline: SandboxAccount
+    candidate: SandboxAccount
+
+
+@dataclass(frozen=True, kw_only=True)
+class SideRatios(JsonRecord):
+    """Each side's sandbox CPU over its timed requests' wall time (the CPU guard on FAST reads them)."""
+
+    baseline: float
+    candidate: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resolution(JsonRecord):
+    """What the timing could resolve: the target half-width, the 95% interval's own half-width, the minimum
+    detectable gain at 80% power (`processes.mde`), what ended the timing; and the speed class the decision
+    read from it, with its words (timing/speed_class.py)."""
 
     target: float
-    half_width: float
-    mde: float
+    half_width: float = field(metadata=meta(finite=True))
+    mde: float = field(metadata=meta(finite=True))
     ended_by: str  # settled, same, resolution, budget or rounds
     budget_s: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "target": self.target,
-            "half_width": _finite(self.half_width),
-            "mde": _finite(self.mde),
-            "ended_by": self.ended_by,
-            "budget_s": self.budget_s,
-        }
+    speed_class: str | None = field(default=None, metadata=meta(key="class", optional=True))
+    words: str | None = field(default=None, metadata=meta(optional=True))
 
 
-def _finite(value: float) -> float | None:
-    return value if value == value and abs(value) != float("inf") else None
+@dataclass(frozen=True, kw_only=True)
+class HugePages(JsonRecord):
+    """Each side's anonymous memory backed by huge pages (kB; None where /proc could not be read)."""
+
+    baseline: int | None
+    candidate: int | None
 
 
-@dataclass(frozen=True)
-class TimingResult:
+@dataclass(frozen=True, kw_only=True)
+class SetAside(JsonRecord):
+    """The one-pair reading a second look set aside (rounded as it is said)."""
+
+    speedup: float
+    ci: tuple[float, float]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Processes(JsonRecord):
+    """Pairs of processes behind a timing: each pair's speedup and the process effect measured over them
+    (timing/processes.py), what the extra processes cost to start, the reading a second look set aside; or,
+    with one pair where more were asked, why one."""
+
+    pairs: int
+    pair_speedups: tuple[float, ...] | None = field(default=None, metadata=meta(optional=True))
+    between_sd: float | None = field(default=None, metadata=meta(optional=True))
+    process_effect: float | None = field(default=None, metadata=meta(optional=True))
+    within_se: float | None = field(default=None, metadata=meta(optional=True))
+    within_df: int | None = field(default=None, metadata=meta(optional=True))
+    se: float | None = field(default=None, metadata=meta(optional=True))
+    df: int | None = field(default=None, metadata=meta(optional=True))
+    memory: tuple[HugePages, ...] | None = field(default=None, metadata=meta(optional=True))
+    start_s: float | None = field(default=None, metadata=meta(optional=True))
+    second_look_of: SetAside | None = field(default=None, metadata=meta(optional=True))
+    why_one: str | None = field(default=None, metadata=meta(optional=True))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PairReading(JsonRecord):
+    """What a confirmed verdict keeps of each of its two pairs."""
+
     speedup: float
     speedup_ci: tuple[float, float]
-    ci_level: str  # "95%", "99.9% sequential", or the hull of two pairs'
+    ci_level: str
+    statistical_ci: tuple[float, float]
+    rounds: int
+    stopping: Stopping | None = field(default=None, metadata=meta(absent=None))
+    per_shape: list[ShapeTiming] = field(default_factory=list, metadata=meta(absent=[]))
+    accounting: Accounts | None = field(default=None, metadata=meta(absent=None))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimingResult(JsonRecord):
+    speedup: float
+    speedup_ci: tuple[float, float]
+    ci_level: str = field(metadata=meta(absent="95%"))  # "95%", "99.9% sequential", or the hull of two pairs'
     statistical_ci: tuple[float, float]  # before the between-process term
     process_effect: float
     baseline: Summary
     candidate: Summary
     rounds: int
-    max_rounds: int
-    stopping: dict[str, Any]
+    max_rounds: int | None = field(metadata=meta(absent=None))
+    stopping: Stopping | None = field(metadata=meta(absent=None))
     calls_per_block: list[int]
-    calls_per_request: list[int]
+    calls_per_request: list[int] = field(metadata=meta(absent=[]))
     per_shape: list[ShapeTiming]
     audited_calls: int
-    record_floor_ms: list[float]
-    timed_inputs: list[str]
+    record_floor_ms: list[float] = field(metadata=meta(absent=[]))
+    fresh_inputs_every_call: bool = field(default=True, metadata=meta(absent=True))
+    timed_inputs: list[str] = field(metadata=meta(absent=[]))
     clock: str
     threads: int
-    work_budget_exceeded: str | None
-    contention: dict[str, Any] | None
-    accounting: dict[str, Any]
-    pairs: list[dict[str, Any]] = field(default_factory=list)  # each pair's own numbers, when confirmed
-    confirmation: str | None = None  # why a second pair was timed
-    resolution: dict[str, Any] = field(default_factory=dict)  # Resolution.to_json(), the class added by decide
-    processes: dict[str, Any] | None = None  # several pairs: each pair's speedup and the measured process effect
-    cpu_per_wall: dict[str, float] = field(default_factory=dict)  # each side's CPU over its timed wall time
+    work_budget_exceeded: str | None = field(metadata=meta(absent=None))
+    contention: ContentionShare | None = field(metadata=meta(absent=None))
+    accounting: Accounts | None = field(metadata=meta(absent=None))
+    pairs: list[PairReading] | None = field(default=None, metadata=meta(optional=True))  # each pair's, when confirmed
+    confirmation: str | None = field(default=None, metadata=meta(optional=True))  # why a second pair was timed
+    resolution: Resolution | None = field(default=None, metadata=meta(optional=True))
+    processes: Processes | None = field(default=None, metadata=meta(optional=True))  # several pairs, or why one
+    cpu_per_wall: SideRatios | None = field(default=None, metadata=meta(optional=True))
 
-    def to_json(self) -> dict[str, Any]:
-        record = {
-            "speedup": self.speedup,
-            "speedup_ci": list(self.speedup_ci),
-            "ci_level": self.ci_level,
-            "statistical_ci": list(self.statistical_ci),
-            "process_effect": self.process_effect,
-            "baseline": vars(self.baseline),
-            "candidate": vars(self.candidate),
-            "rounds": self.rounds,
-            "max_rounds": self.max_rounds,
-            "stopping": self.stopping,
-            "calls_per_block": self.calls_per_block,
-            "calls_per_request": self.calls_per_request,
-            "per_shape": [s.to_json() for s in self.per_shape],
-            "audited_calls": self.audited_calls,
-            "record_floor_ms": self.record_floor_ms,
-            "fresh_inputs_every_call": True,
-            "timed_inputs": self.timed_inputs,
-            "clock": self.clock,
-            "threads": self.threads,
-            "work_budget_exceeded": self.work_budget_exceeded,
-            "contention": self.contention,
-            "accounting": self.accounting,
-        }
-        if self.confirmation is not None:
-            record |= {"pairs": self.pairs, "confirmation": self.confirmation}
-        if self.resolution:
-            record["resolution"] = dict(self.resolution)
-        if self.processes is not None:
-            record["processes"] = self.processes
-        if self.cpu_per_wall:
-            record["cpu_per_wall"] = dict(self.cpu_per_wall)
-        return record
+    def pair_reading(self) -> PairReading:
+        """What a confirmed verdict keeps of this pair."""
+        return PairReading(
+            speedup=self.speedup,
+            speedup_ci=self.speedup_ci,
+            ci_level=self.ci_level,
+            statistical_ci=self.statistical_ci,
+            rounds=self.rounds,
+            stopping=self.stopping,
+            per_shape=self.per_shape,
+            accounting=self.accounting,
+        )
 
-    def pair_summary(self) -> dict[str, Any]:
-        """What a confirmed verdict keeps of each pair."""
-        whole = self.to_json()
-        keys = ("speedup", "speedup_ci", "ci_level", "statistical_ci", "rounds", "stopping", "per_shape", "accounting")
-        return {k: whole[k] for k in keys}
+    def summary(self, role: str) -> Summary:
+        return self.baseline if role == "baseline" else self.candidate
+
+
+def stored_timing(stored: Any) -> TimingResult:
+    """A stored timing record, its strings `clean`ed first as every stored verdict's are (a row a tampered process
+    wrote carries no escapes to whoever reads it); cleaning what the writer cleaned changes nothing."""
+    return TimingResult.from_json(clean_nested(copy.deepcopy(stored)))
+
+
+def timing_of(verdict: dict[str, Any] | None) -> TimingResult | None:
+    """The typed timing of a stored verdict's JSON (None where nothing was timed): where a database row becomes
+    a record."""
+    stored = (verdict or {}).get("timing")
+    return stored_timing(stored) if stored is not None else None
 
 
 def combined(first: TimingResult, second: TimingResult, reason: str) -> TimingResult:
@@ -171,7 +272,7 @@ def combined(first: TimingResult, second: TimingResult, reason: str) -> TimingRe
             / geometric_mean([a.candidate_median_ms, b.candidate_median_ms]),
             baseline_median_ms=geometric_mean([a.baseline_median_ms, b.baseline_median_ms]),
             candidate_median_ms=geometric_mean([a.candidate_median_ms, b.candidate_median_ms]),
-            speedup_ci=(min(a.speedup_ci[0], b.speedup_ci[0]), max(a.speedup_ci[1], b.speedup_ci[1])),
+            speedup_ci=_hull(a.speedup_ci, b.speedup_ci),
         )
         for a, b in zip(first.per_shape, second.per_shape)
     ]
@@ -182,6 +283,12 @@ def combined(first: TimingResult, second: TimingResult, reason: str) -> TimingRe
         ci_level="hull of two process pairs' " + " and ".join(p.ci_level for p in pairs),
         per_shape=per_shape or second.per_shape,
         rounds=sum(p.rounds for p in pairs),
-        pairs=[p.pair_summary() for p in pairs],
+        pairs=[p.pair_reading() for p in pairs],
         confirmation=reason,
     )
+
+
+def _hull(a: tuple[float, float] | None, b: tuple[float, float] | None) -> tuple[float, float] | None:
+    if a is None or b is None:
+        return a or b
+    return min(a[0], b[0]), max(a[1], b[1])

@@ -3,19 +3,23 @@
 Much of a verdict comes from the candidate (exception messages, its output, worker
 replies), so every string in it is `text.clean`ed here, the one place every verdict
 passes through: on every assignment of a text field, and for the lists and dicts
-(flags, checks, static findings, timing, profile) in `__post_init__` and again in
-`to_dict`, which is what `eval --json`, the database and the Ray executor read.
+(flags, checks, static findings, profile) in `__post_init__` and again in `to_dict`, which
+is what `eval --json`, the database and the Ray executor read. The timing is a typed record
+(`core/timing_result.py`): written to JSON in `to_dict` (its strings cleaned there) and read
+back once in `from_dict`.
 """
 
 from __future__ import annotations
 
+import copy
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from enum import Enum
 from typing import Any
 
 from kernel_agent.core.config import from_json
 from kernel_agent.core.text import clean, clean_nested
+from kernel_agent.core.timing_result import TimingResult, stored_timing
 
 
 class Status(str, Enum):
@@ -85,7 +89,7 @@ _TEXT_FIELDS = {
     "device": (40, False),
     "isolation": (1000, False),
 }
-_NESTED_FIELDS = ("flags", "checks", "static", "timing", "profile")
+_NESTED_FIELDS = ("flags", "checks", "static", "profile")
 FOLLOWS_STATUS = ("correct",)  # fields set from the status alone
 
 
@@ -103,7 +107,7 @@ class Verdict:
     interpreted: bool = False
     flags: list[str] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)
-    timing: dict[str, Any] | None = None
+    timing: TimingResult | None = None
     static: list[dict[str, Any]] = field(default_factory=list)
     tolerances: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
@@ -154,7 +158,11 @@ class Verdict:
         return self.status in PASSING
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self.sanitize())
+        """The verdict as JSON values: what `eval --json` prints and the database stores."""
+        self.sanitize()
+        data = {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+        data["timing"] = clean_nested(self.timing.to_json()) if self.timing is not None else None
+        return data
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), default=_json_default)
@@ -166,7 +174,10 @@ class Verdict:
             raise ValueError("verdict has no status")
         if isinstance(data, dict) and isinstance(data["status"], str):
             _status(data["status"])  # an unknown status says so, not just "wrong type"
-        return from_json(cls, data, strict="verdict")
+        timing = _timing(data.get("timing")) if isinstance(data, dict) else None
+        verdict = from_json(cls, {**data, "timing": None} if timing is not None else data, strict="verdict")
+        verdict.timing = timing
+        return verdict
 
 
 def _status(value: Any) -> Status:
@@ -174,6 +185,21 @@ def _status(value: Any) -> Status:
         return Status(value)
     except ValueError:
         raise ValueError(f"unknown verdict status {value!r}") from None
+
+
+def _timing(stored: Any) -> TimingResult | None:
+    """A stored verdict's timing record, typed (its JSON reads back to the same bytes)."""
+    if stored is None:
+        return None
+    try:
+        return stored_timing(stored)
+    except (ValueError, TypeError) as exc:
+        raise TypeError(f"verdict field 'timing' has the wrong type: {exc}") from None
+
+
+def _plain(value: Any) -> Any:
+    """A field's value as `asdict` gives it: records as dicts, containers copied."""
+    return asdict(value) if is_dataclass(value) and not isinstance(value, type) else copy.deepcopy(value)
 
 
 def _json_default(value: Any) -> Any:

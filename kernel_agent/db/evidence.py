@@ -23,6 +23,7 @@ from kernel_agent.core.certificate import (
 )
 from kernel_agent.core.of_record import NumberOfRecord
 from kernel_agent.core.relative import REFERENCES, Relative, missing, speedups_vs
+from kernel_agent.core.timing_result import TimingResult
 from kernel_agent.db.models import CandidateRow, LLMCallRow, ProblemRow, RunRow
 from kernel_agent.db.review_reads import CandidateRecord, KernelRecord
 from kernel_agent.db.session import Database
@@ -52,7 +53,7 @@ def _shape(text: str) -> list[int]:
     return [int(v) for v in text.split(",") if v.strip()]
 
 
-def checks_of(verdict: dict[str, Any]) -> Checks:
+def checks_of(verdict: dict[str, Any], timing: TimingResult | None) -> Checks:
     """What the checks covered, from the verdict's own case labels (`shape=[3, 17] dtype=float32 inputs=normal`)."""
     cases = [c for c in verdict.get("checks", []) if isinstance(c, dict)]
     counted: Counter[str] = Counter()
@@ -68,8 +69,7 @@ def checks_of(verdict: dict[str, Any]) -> Checks:
         for value, seen in ((shape, shapes), (found.group(2), dtypes), (found.group(3), distributions)):
             if value not in seen:
                 seen.append(value)
-    per_shape = (verdict.get("timing") or {}).get("per_shape") or []
-    bench = [list(e.get("shape") or []) for e in per_shape if isinstance(e, dict)]
+    bench = [list(e.shape) for e in timing.per_shape] if timing is not None else []
     return Checks(
         passed=sum(1 for c in cases if c.get("passed")),
         total=sum(1 for c in cases if c.get("passed") is not None),
@@ -84,26 +84,25 @@ def checks_of(verdict: dict[str, Any]) -> Checks:
 
 def verdict_part(record: CandidateRecord, number: NumberOfRecord, vs: dict[str, Relative]) -> VerdictPart:
     """The number of record's verdict: status, point, interval, and each benchmark shape's own reading."""
-    timing = record.verdict.get("timing") or {}
+    timing = record.timing
     shapes = [
         ShapeSpeedup(
-            shape=list(e.get("shape") or []),
-            dtype=str(e.get("dtype", "")),
-            speedup=float(e["speedup"]),
-            ci=list(e["speedup_ci"]) if e.get("speedup_ci") else None,
-            baseline_ms=e.get("baseline_median_ms"),
-            candidate_ms=e.get("candidate_median_ms"),
+            shape=list(e.shape),
+            dtype=e.dtype,
+            speedup=float(e.speedup),
+            ci=list(e.speedup_ci) if e.speedup_ci else None,
+            baseline_ms=e.baseline_median_ms,
+            candidate_ms=e.candidate_median_ms,
         )
-        for e in timing.get("per_shape") or []
-        if isinstance(e, dict) and isinstance(e.get("speedup"), (int, float))
+        for e in (timing.per_shape if timing is not None else [])
     ]
     return VerdictPart(
         status=record.status,
         reason=record.reason,
         speedup=number.speedup,
         ci=list(number.ci) if number.ci else None,
-        ci_level=str(timing.get("ci_level", "95%")),
-        rounds=timing.get("rounds"),
+        ci_level=timing.ci_level if timing is not None else "95%",
+        rounds=timing.rounds if timing is not None else None,
         record_candidate=number.candidate,
         pending="re-timing" if number.withheld else "",
         per_shape=shapes if number.quoted is not None else [],
@@ -165,7 +164,7 @@ def certificate(db: Database, kernel: KernelRecord, c: CandidateRecord, vs: dict
         candidate_sha256=sha256(c.source or ""),
         diff_vs_baseline=c.diff_baseline,
         verdict=verdict_part(record, number, vs),
-        checks=checks_of(c.verdict),
+        checks=checks_of(c.verdict, c.timing),
         isolation=c.isolation,
         device=device_of(c),
         versions={name: env.get(name) for name in ("torch", "triton", "cuda", "python", "kernel_agent", "compiler")},

@@ -15,6 +15,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
 from kernel_agent.core.text import storable
+from kernel_agent.core.timing_result import TimingResult, timing_of
 
 # Candidate origins of rows that measure a stored source rather than propose one: the baseline's A/A run and
 # a best candidate's re-timing with every round (optimize --retime-best). One list, so that every filter of
@@ -165,6 +166,11 @@ class EvaluationRow(Base):
     duration_s: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     candidate: Mapped[CandidateRow] = relationship(back_populates="evaluation")
+
+    @property
+    def timing(self) -> TimingResult | None:
+        """The stored verdict's timing record, typed: where a stored timing becomes a record."""
+        return timing_of(self.verdict)
 
 
 class LLMCallRow(Base):

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import select
 
 from kernel_agent.core.of_record import NumberOfRecord, Reading, of_record
+from kernel_agent.core.timing_result import TimingResult
 from kernel_agent.core.verdict import Status
 from kernel_agent.db.models import (
     MEASUREMENTS,
@@ -75,6 +76,7 @@ class CandidateRecord:
     diff_baseline: str
     diff_parent: str
     decision: Decision | None = None
+    timing: TimingResult | None = None  # the verdict's timing record, decoded once where the row is read
 
     @property
     def checks_passed(self) -> tuple[int, int]:
@@ -192,6 +194,7 @@ def _record(c: CandidateRow, e: EvaluationRow | None, problem: ProblemRow) -> Ca
         interpreted=bool(e.interpreted) if e else False,
         flags=list(e.flags or []) if e else [],
         verdict=dict(e.verdict or {}) if e else {},
+        timing=e.timing if e else None,
         environment=dict(e.environment or {}) if e else {},
         evaluated_at=e.created_at if e else None,
         source=c.source.text if c.source else None,

@@ -277,7 +277,7 @@ def add_candidate(
 
 def add_evaluation(db: Database, candidate_id: int, verdict: Verdict, duration_s: float) -> int:
     data = verdict.to_dict()  # cleans the verdict's text first (flags appended after it was made included)
-    timing = verdict.timing or {}
+    timing = verdict.timing
     with db.write() as session:
         row = EvaluationRow(
             candidate_id=candidate_id,

@@ -20,11 +20,12 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kernel_agent.core.config import ProfileWhen
 from kernel_agent.core.fingerprint import fingerprint
+from kernel_agent.core.timing_result import TimingResult
 from kernel_agent.core.verdict import Refusal, Status, StatusError, Verdict
 from kernel_agent.evaluate import preparation
 from kernel_agent.evaluate.context import EvalContext, EvalOptions, run_device, sized
@@ -41,6 +42,7 @@ from kernel_agent.sandbox.host.levels import probe
 from kernel_agent.sandbox.host.session import WorkerFailure, WorkerSession, WorkerSpec
 from kernel_agent.sandbox.host.shm import InputSegment, segment_bytes
 from kernel_agent.sandbox.protocol import Profile
+from kernel_agent.timing.decision import Decision
 
 __all__ = ["EvalOptions", "Evaluation", "EvaluationError", "evaluate", "run_device", "sized"]
 
@@ -301,16 +303,21 @@ def assemble(
     )
     timing = records.timing
     if timing is not None:
-        verdict.timing = timing.estimate.to_json()
-        if timing.decision.speed is not None:  # the four-way class, stored inside the timing JSON (no migration)
-            resolution = verdict.timing.setdefault("resolution", {})
-            resolution["class"] = timing.decision.speed.value
-            resolution["words"] = timing.decision.speed_words
+        verdict.timing = classed(timing.estimate, timing.decision)
         verdict.roofline = timing.roofline.record
         verdict.flags = list(timing.decision.flags)
         if status == timing.decision.status:  # the timing's own verdict (not a failure after it)
             verdict.speedup, verdict.speedup_ci = timing.estimate.speedup, list(timing.estimate.speedup_ci)
     return verdict
+
+
+def classed(estimate: TimingResult, decision: Decision) -> TimingResult:
+    """The timing record with the four-way class the decision read from it (stored inside the timing's
+    resolution: no migration)."""
+    if decision.speed is None or estimate.resolution is None:
+        return estimate
+    said = replace(estimate.resolution, speed_class=decision.speed.value, words=decision.speed_words)
+    return replace(estimate, resolution=said)
 
 
 def trace(line: str) -> None:

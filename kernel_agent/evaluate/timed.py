@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from kernel_agent.core.timing_result import TimingResult, combined
+from kernel_agent.core.timing_result import Processes, SetAside, TimingResult, combined
 from kernel_agent.core.verdict import Status
 from kernel_agent.evaluate.context import EvalContext, sized
 from kernel_agent.evaluate.pair import SessionPair
@@ -104,17 +104,19 @@ def time_candidate(
     outcome = _decided(ctx, estimate, raised)
     look = second_look(ctx, outcome)
     if look > 1:
+        low, high = estimate.speedup_ci
         _fresh_pair(pair, verifier, cases, fresh)
         again, more = time_pairs(ctx, pair, verifier, cases, fresh, look)
-        first = {"speedup": round(estimate.speedup, 4), "ci": [round(v, 4) for v in estimate.speedup_ci]}
-        again = dataclasses.replace(again, processes={**(again.processes or {}), "second_look_of": first})
+        first = SetAside(speedup=round(estimate.speedup, 4), ci=(round(low, 4), round(high, 4)))
+        looked = dataclasses.replace(again.processes or Processes(pairs=look), second_look_of=first)
+        again = dataclasses.replace(again, processes=looked)
         return _decided(ctx, again, raised + more)
     if outcome.decision.status is Status.FASTER and needs_confirmation(estimate, options.min_gain):
         _fresh_pair(pair, verifier, cases, fresh)
         second, more = time_pair(ctx, pair, verifier, cases)
         outcome = _decided(ctx, combined(estimate, second, reason_for(estimate, options.min_gain)), raised + more)
     if plan.why_one:  # said beside the assumed process effect, so a user who asked for more pairs sees why not
-        said = dataclasses.replace(outcome.estimate, processes={"pairs": 1, "why_one": plan.why_one})
+        said = dataclasses.replace(outcome.estimate, processes=Processes(pairs=1, why_one=plan.why_one))
         outcome = dataclasses.replace(outcome, estimate=said)
     return outcome
 
@@ -189,7 +191,8 @@ def time_pairs(
         start_s = time.monotonic() - started
         estimate, raised = measure_speedup(job, more)
         if estimate.processes is not None:  # what the extra processes cost to start, beside what they measured
-            estimate = dataclasses.replace(estimate, processes={**estimate.processes, "start_s": round(start_s, 3)})
+            started_in = dataclasses.replace(estimate.processes, start_s=round(start_s, 3))
+            estimate = dataclasses.replace(estimate, processes=started_in)
         return estimate, raised
     finally:
         pair.close_baseline()
@@ -264,15 +267,14 @@ def roofline(ctx: EvalContext, estimate: TimingResult) -> Roofline:
         from kernel_agent.measure.ceilings import measure_bandwidth, measure_ceilings
         from kernel_agent.measure.roofline import roofline_record, shape_rows
 
-        timing = estimate.to_json()
-        rows = shape_rows(ctx.problem, timing, ceilings)
+        rows = shape_rows(ctx.problem, estimate, ceilings)
         remeasured = None
         if any(row.candidate is not None and row.candidate.faster_than_floor for row in rows):
             fresh = measure_ceilings(ctx.device, threads=ctx.options.threads)
             own = min(row.counts.bytes for row in rows if row.counts.bytes) // 2
             copy = measure_bandwidth(ctx.device, nbytes=max(own, 1 << 16)) if own else 0.0
             ceilings = ceilings.higher(dataclasses.replace(fresh, memory_gbps=max(fresh.memory_gbps, copy)))
-            rows = shape_rows(ctx.problem, timing, ceilings)
+            rows = shape_rows(ctx.problem, estimate, ceilings)
             remeasured = {"at": fresh.measured_at, "spread": fresh.spread, "load": fresh.load, "sized_gbps": copy}
     except Exception:  # noqa: BLE001 - a floor that cannot be computed changes nothing
         return Roofline([], None)

@@ -8,6 +8,7 @@ import math
 import statistics
 from typing import Any
 
+from kernel_agent.core.timing_result import TimingResult
 from kernel_agent.measure.ceilings import Ceilings
 from kernel_agent.measure.roofline import Role, RooflineRow, positive, shape_rows
 from kernel_agent.problem.load import Problem
@@ -19,13 +20,15 @@ def _round(value: Any, digits: int = 4) -> Any:
     return value
 
 
-def _timing_summary(timing: dict[str, Any] | None, role: Role) -> dict[str, Any]:
+def _timing_summary(timing: TimingResult | None, role: Role) -> dict[str, Any]:
     """`{role}_median_ms`, `_p20_ms`, `_p80_ms`: the timing's overall summary of that side."""
-    summary = timing.get(role) if isinstance(timing, dict) else None
-    if not isinstance(summary, dict) or not positive(summary.get("median_ms")):
+    summary = timing.summary(role) if timing is not None else None
+    if summary is None or not positive(summary.median_ms):
         return {}
     return {
-        f"{role}_{key}": _round(summary[key]) for key in ("median_ms", "p20_ms", "p80_ms") if positive(summary.get(key))
+        f"{role}_{key}": _round(getattr(summary, key))
+        for key in ("median_ms", "p20_ms", "p80_ms")
+        if positive(getattr(summary, key))
     }
 
 
@@ -51,7 +54,7 @@ def _shape_entry(row: RooflineRow, role: Role) -> dict[str, Any]:
 
 def build_profile(
     problem: Problem,
-    timing: dict[str, Any] | None,
+    timing: TimingResult | None,
     ceilings: Ceilings | None,
     rows: list[RooflineRow] | None = None,
     role: Role = "baseline",

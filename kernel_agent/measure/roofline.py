@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kernel_agent.core.timing_result import ShapeTiming, TimingResult
 from kernel_agent.measure.ceilings import Ceilings
 from kernel_agent.measure.work import WorkCounts, work_counts
 from kernel_agent.problem.load import Problem
@@ -179,17 +180,12 @@ class RooflineRow:
         )
 
 
-def _medians(timing: dict[str, Any] | None, dtype: str) -> dict[tuple[int, ...], dict[str, Any]]:
+def _medians(timing: TimingResult | None, dtype: str) -> dict[tuple[int, ...], ShapeTiming]:
     """The timing's per-shape entries of one dtype, by shape."""
-    found: dict[tuple[int, ...], dict[str, Any]] = {}
-    if isinstance(timing, dict):
-        for entry in timing.get("per_shape") or []:
-            if isinstance(entry, dict) and entry.get("dtype", dtype) == dtype:
-                found[tuple(entry.get("shape", ()))] = entry
-    return found
+    return {tuple(e.shape): e for e in (timing.per_shape if timing is not None else []) if e.dtype == dtype}
 
 
-def shape_rows(problem: Problem, timing: dict[str, Any] | None, ceilings: Ceilings | None) -> list[RooflineRow]:
+def shape_rows(problem: Problem, timing: TimingResult | None, ceilings: Ceilings | None) -> list[RooflineRow]:
     """One row per benchmark shape (first dtype): counts, floor, and the timing's medians and rates."""
     dtype = problem.dtypes[0]
     per_shape = _medians(timing, dtype)
@@ -198,11 +194,11 @@ def shape_rows(problem: Problem, timing: dict[str, Any] | None, ceilings: Ceilin
         counts = work_counts(problem, shape, dtype)
         floor = roofline(counts, ceilings, dtype) if ceilings is not None else None
         floor_ms = floor.floor_ms if floor is not None else None
-        entry = per_shape.get(tuple(shape), {})
+        entry = per_shape.get(tuple(shape))
         sides = {
-            role: SideTime.at(entry[f"{role}_median_ms"], counts, floor_ms)
+            role: SideTime.at(getattr(entry, f"{role}_median_ms"), counts, floor_ms)
             for role in ROLES
-            if positive(entry.get(f"{role}_median_ms"))
+            if entry is not None and positive(getattr(entry, f"{role}_median_ms"))
         }
         rows.append(RooflineRow(tuple(shape), dtype, counts, floor_ms, floor.bound if floor else None, **sides))
     return rows

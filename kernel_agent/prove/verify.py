@@ -84,7 +84,7 @@ class Remeasured:
                 "status": str(self.verdict.status),
                 "speedup": self.verdict.speedup,
                 "ci": self.verdict.speedup_ci,
-                "per_shape": (self.verdict.timing or {}).get("per_shape", []),
+                "per_shape": [e.to_json() for e in self.verdict.timing.per_shape] if self.verdict.timing else [],
                 "checks": [sum(1 for x in self.verdict.checks if x.get("passed")), len(self.verdict.checks)],
                 "reason": self.verdict.reason,
             },

@@ -352,7 +352,9 @@ def _time(
     outcome: RegionsOutcome,
     progress: Callable[[str], None],
 ) -> None:
-    from kernel_agent.measure.profile import WorkCounts, measure_ceilings, roofline
+    from kernel_agent.measure.ceilings import measure_ceilings
+    from kernel_agent.measure.roofline import roofline
+    from kernel_agent.measure.work import WorkCounts
 
     ceilings = plan.ceilings
     if ceilings is None:
@@ -379,9 +381,9 @@ def _time(
                 region.share[cap.label] = [f, lo, hi]
             counts = _work(chosen, k)
             region.flops[cap.label], region.bytes[cap.label] = counts
-            floor = roofline(WorkCounts(counts[0] or None, counts[1], None, "flop_counter"), ceilings, "float32")[
-                "floor_ms"
-            ]
+            floor = roofline(
+                WorkCounts(counts[0] or None, counts[1], None, "flop_counter"), ceilings, "float32"
+            ).floor_ms
             if floor and floor > 0:
                 region.headroom[cap.label] = max(1.0, region.seconds[cap.label] * 1e3 / floor)
 

@@ -42,7 +42,7 @@ def overlap(estimate: TimingResult, min_gain: float) -> str | None:
     candidate's at their slowest (80th), in words; None when every shape keeps the two sides apart."""
     for entry in estimate.per_shape:
         fast, slow = entry.baseline_p20_ms, entry.candidate_p80_ms
-        if slow > 0 and fast / slow <= 1 + min_gain:
+        if fast is not None and slow is not None and slow > 0 and fast / slow <= 1 + min_gain:
             return (
                 f"at shape {list(entry.shape)} the baseline's fast calls ({fast:.3g} ms, 20th percentile) were "
                 f"{fast / slow:.2f}x the candidate's slow ones ({slow:.3g} ms, 80th)"

@@ -7,6 +7,7 @@ the same status whichever command evaluated it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from kernel_agent.core.timing_result import TimingResult
@@ -14,7 +15,7 @@ from kernel_agent.core.verdict import Status
 from kernel_agent.measure.roofline import RooflineRow
 from kernel_agent.timing.speed_class import SpeedClass, classify, describe
 
-DEFAULT_RESOLUTION = 0.03  # a record without a target (hand-made, or timed before issue 36)
+DEFAULT_RESOLUTION = 0.03  # a record without a target (hand-made, or timed before there were targets)
 CPU_GUARD_SLACK = 1.03  # honest single-threaded sides read 0.9-1.0 CPU per wall second, alike
 
 
@@ -35,10 +36,10 @@ def cpu_guard(estimate: TimingResult) -> str | None:
     was every core (`cores` "any"). There the ratio can pass the budget only by CPU after the reply, before the
     freeze: an honest two-thread OpenMP kernel's spinning threads read 2.10 against a budget of 2 in the demo."""
     ratios = estimate.cpu_per_wall
-    cand, base = ratios.get("candidate"), ratios.get("baseline")
+    cand, base = (ratios.candidate, ratios.baseline) if ratios is not None else (0.0, 0.0)
     if not cand or not base:
         return None
-    cores = str((estimate.accounting.get("candidate") or {}).get("cores", ""))
+    cores = estimate.accounting.candidate.cores if estimate.accounting is not None else ""
     if cores == "any" or cores.startswith("cpuset"):
         return None
     allowed = max(base, float(estimate.threads or 1)) * CPU_GUARD_SLACK
@@ -80,8 +81,9 @@ def decide(
     raised += floor_flags(roofline_rows)
     if raised:
         return Decision(Status.FLAGGED, "; ".join(raised), tuple(raised))
-    resolution = float(estimate.resolution.get("target", DEFAULT_RESOLUTION))
-    mde = estimate.resolution.get("mde")
+    res = estimate.resolution
+    resolution = float(res.target) if res is not None else DEFAULT_RESOLUTION
+    mde = res.mde if res is not None and math.isfinite(res.mde) else None
     speed = classify((low, high), min_gain, resolution)
     guarded = cpu_guard(estimate) if speed is SpeedClass.FAST else None
     if speed is SpeedClass.FAST and guarded is None:

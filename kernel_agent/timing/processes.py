@@ -1,8 +1,8 @@
-"""The speedup over several pairs of processes: the between-process effect measured, not assumed (issue 36).
+"""The speedup over several pairs of processes: the between-process effect measured, not assumed.
 
 Two processes running the same kernel keep a speed difference for their whole life (where their memory
-landed decides cache conflicts), and resampling rounds within one pair cannot see it: until issue 36 a
-fixed 8% term (`stats.PROCESS_EFFECT`) stood in for it. Here each side runs in P processes (P pairs of a
+landed decides cache conflicts), and resampling rounds within one pair cannot see it: one pair stands a
+fixed 8% term (`stats.PROCESS_EFFECT`) in for it. Here each side runs in P processes (P pairs of a
 baseline and a candidate process), their rounds interleaved, and the interval comes from the pairs:
 
 - each pair's log speedup L_p is the mean over shapes of log(median baseline / median candidate), its
@@ -17,10 +17,9 @@ The first alone has its stated coverage whatever the process effect and the roun
 independent across pairs); the second only widens it, for three pairs that happen to agree more closely than
 their rounds' noise allows. With P = 3, t is 4.30 at 95%: honest about how little three processes say about
 a fourth, and the reason the pairs' own spread must be small for an interval to come out narrow. Round noise
-is known from many rounds, so its term takes the rounds' degrees of freedom: it applied t(P - 1) until
-2026-12-05, which held 3% gains of cpp_softmax whose three pairs agreed to 0.3% at +-3% (AMBIGUOUS). The
-measured process effect (the between-pair standard deviation beyond what round noise explains) is stored
-with every verdict.
+is known from many rounds, so its term takes the rounds' degrees of freedom (with t(P - 1) it held 3% gains
+of cpp_softmax whose three pairs agreed to 0.3% at +-3%: AMBIGUOUS). The measured process effect (the
+between-pair standard deviation beyond what round noise explains) is stored with every verdict.
 
 The minimum detectable effect (MDE) says what the design could have shown: the smallest true gain that
 would have cleared 1 + min_gain with 80% power, given this verdict's standard error and degrees of freedom.
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kernel_agent.core.timing_result import HugePages, Processes
 from kernel_agent.timing.sequential import round_log_speedups
 
 POWER = 0.8
@@ -121,17 +121,19 @@ class ProcessEstimate:
         """The smallest true gain (0.05: 5%) that clears 1 + min_gain with 80% power at this design."""
         return mde(self.se, self.df, min_gain)
 
-    def to_json(self) -> dict:
-        return {
-            "pairs": len(self.pair_speedups),
-            "pair_speedups": list(self.pair_speedups),
-            "between_sd": self.between_sd,
-            "process_effect": self.process_effect,
-            "within_se": self.within_se,
-            "within_df": self.within_df,
-            "se": self.se,
-            "df": self.df,
-        }
+    def record(self, memory: tuple[HugePages, ...]) -> Processes:
+        """What the verdict keeps of this estimate, with each pair's huge-page memory."""
+        return Processes(
+            pairs=len(self.pair_speedups),
+            pair_speedups=tuple(self.pair_speedups),
+            between_sd=self.between_sd,
+            process_effect=self.process_effect,
+            within_se=self.within_se,
+            within_df=self.within_df,
+            se=self.se,
+            df=self.df,
+            memory=memory,
+        )
 
 
 def mde(se: float, df: int, min_gain: float) -> float:

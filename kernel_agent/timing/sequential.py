@@ -1,4 +1,4 @@
-"""When the A/B timing may stop early: a look after every round from MIN_ROUNDS on (issue 14).
+"""When the A/B timing may stop early: a look after every round from MIN_ROUNDS on.
 
 Most candidates are settled long before the last round: a 2x or a 0.5x is plain after four. The
 risk of looking after every round is the classic one: stopping the first time a noisy interval
@@ -33,6 +33,7 @@ from enum import Enum
 
 import numpy as np
 
+from kernel_agent.core.timing_result import LookRecord
 from kernel_agent.timing.stats import PROCESS_EFFECT, widen
 
 MIN_ROUNDS = 4  # the timed-output audit samples at least this many blocks; t with 3 degrees of freedom
@@ -68,17 +69,18 @@ class Look:
     settled: Settled | None
     futility_high: float = math.inf  # the one-sided FUTILITY_LEVEL upper bound (statistical part only)
 
-    def to_json(self) -> dict:
-        return {
-            "rounds": self.rounds,
-            "speedup": self.speedup,
-            "statistical_ci": list(self.statistical_ci),
-            "ci": list(self.ci),
-            "level": LOOK_LEVEL,
-            "futility_high": self.futility_high,
-            "futility_level": FUTILITY_LEVEL,
-            "settled": self.settled.value if self.settled else None,
-        }
+    def record(self) -> LookRecord:
+        """What the verdict keeps of this look."""
+        return LookRecord(
+            rounds=self.rounds,
+            speedup=self.speedup,
+            statistical_ci=self.statistical_ci,
+            ci=self.ci,
+            level=LOOK_LEVEL,
+            futility_high=self.futility_high,
+            futility_level=FUTILITY_LEVEL,
+            settled=self.settled.value if self.settled else None,
+        )
 
 
 def t_quantile(df: int, table: dict[int, float] = _T_999) -> float:

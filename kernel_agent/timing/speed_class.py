@@ -1,4 +1,4 @@
-"""The four-way speed class beside a passing verdict's status (issue 36).
+"""The four-way speed class beside a passing verdict's status.
 
 `faster` and `correct` say whether a candidate is accepted; they do not say whether a `correct` one was
 as fast as its baseline within a few percent or could not be told apart at all. The class does:
@@ -15,6 +15,8 @@ FAST and SLOW are checked before SAME: a precisely measured 2.5% gain is FAST, n
 from __future__ import annotations
 
 from enum import Enum
+
+from kernel_agent.core.timing_result import TimingResult
 
 
 class SpeedClass(str, Enum):
@@ -52,9 +54,7 @@ def describe(speed: SpeedClass, ci: tuple[float, float] | list[float], resolutio
     return f"could not resolve: +-{half:.0%}{shown}"
 
 
-def label(timing: dict | None) -> str | None:
-    """The stored class of a verdict's timing JSON (None for verdicts timed before issue 36)."""
-    if not isinstance(timing, dict):
-        return None
-    value = (timing.get("resolution") or {}).get("class") if isinstance(timing.get("resolution"), dict) else None
-    return value if isinstance(value, str) and value in SpeedClass.__members__ else None
+def label(timing: TimingResult | None) -> str | None:
+    """The stored class of a verdict's timing (None for verdicts timed before there were classes)."""
+    value = timing.resolution.speed_class if timing is not None and timing.resolution is not None else None
+    return value if value in SpeedClass.__members__ else None

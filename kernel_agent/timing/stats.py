@@ -14,8 +14,6 @@ import numpy as np
 
 from kernel_agent.core.timing_result import Summary
 
-DEFAULT_MIN_GAIN = 0.02
-SANITY_SPEEDUP = 10.0
 # Two sandboxed processes running the *same* kernel, with the allocator and address layout
 # pinned and on the same cores, still differ in speed for their whole life. Resampling rounds
 # cannot see a per-process effect, so it is added to the bootstrap interval as a systematic term
@@ -37,11 +35,6 @@ class SpeedupEstimate:
     rounds: int
     per_shape: list[dict[str, float]] = field(default_factory=list)
     statistical_ci: list[float] = field(default_factory=list)
-
-
-def valid_samples(samples: list[float]) -> bool:
-    """Every sample must be finite and positive (a forged 0 or NaN is tampering)."""
-    return bool(samples) and all(isinstance(s, (int, float)) and math.isfinite(s) and s > 0 for s in samples)
 
 
 def _ratio(base_rounds: list[list[float]], cand_rounds: list[list[float]]) -> float:

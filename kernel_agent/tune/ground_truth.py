@@ -131,7 +131,7 @@ def time_config(
 
 def rows_of(verdict: Verdict, config: Config, shapes: list[Shape], dtype: str, stage: Stage) -> list[ConfigTime]:
     """A verdict as rows: each timed shape's median and interval, or the verdict's status and reason for all."""
-    per_shape = {tuple(e["shape"]): e for e in (verdict.timing or {}).get("per_shape", [])}
+    per_shape = {tuple(e.shape): e for e in (verdict.timing.per_shape if verdict.timing else [])}
     if not verdict.passed or not per_shape:
         status = verdict.status if not verdict.passed else "untimed"
         return [ConfigTime(s, dtype, config, stage, status, reason=verdict.reason) for s in shapes]
@@ -141,10 +141,10 @@ def rows_of(verdict: Verdict, config: Config, shapes: list[Shape], dtype: str, s
         if entry is None:
             rows.append(ConfigTime(shape, dtype, config, stage, "untimed", reason="no timing for this shape"))
             continue
-        ms, speedup = entry["candidate_median_ms"], entry["speedup"]
-        low, high = entry.get("speedup_ci") or (speedup, speedup)
+        ms, speedup = entry.candidate_median_ms, entry.speedup
+        low, high = entry.speedup_ci or (speedup, speedup)
         ci = (ms * speedup / high, ms * speedup / low)  # the speedup's interval, as the candidate's time
-        rows.append(ConfigTime(shape, dtype, config, stage, TIMED, ms, ci, speedup, entry["baseline_median_ms"]))
+        rows.append(ConfigTime(shape, dtype, config, stage, TIMED, ms, ci, speedup, entry.baseline_median_ms))
     return rows
 
 

@@ -18,7 +18,7 @@ from docsite.markdown import code, prose
 FLAG_SOURCES = (
     ("kernel_agent.timing.decision", "decide"),
     ("kernel_agent.timing.decision", "floor_flags"),
-    ("kernel_agent.timing.ab_timing", "_cross_check"),
+    ("kernel_agent.timing.rules", "cross_check"),
 )
 
 

@@ -21,8 +21,8 @@ def core_withheld(verdict: Verdict) -> bool:
     taken and the helper ran after the main thread, at one core's speed: 0.82x)."""
     if verdict.status != "correct" or not verdict.timing:
         return False
-    timed = verdict.timing["accounting"]["candidate"]["phases"].get("timed", {})
-    return timed.get("cpu_ms", 0.0) <= 1.02 * timed.get("wall_ms", 0.0)
+    timed = [p for p in verdict.timing.accounting.candidate.phases if p.name == "timed"]
+    return not timed or timed[0].cpu_ms <= 1.02 * timed[0].wall_ms
 
 
 @pytest.mark.skipif(cgroup_root() is None, reason="exact CPU accounting needs a cgroup v2 folder on this machine")
@@ -54,7 +54,7 @@ def test_without_a_cgroup_freezer_a_process_that_resumes_itself_is_named(
 
 def test_a_cgroup_freezer_holds_where_the_machine_has_one(tmp_path: Path) -> None:
     verdict = run_fixture(FIXTURES["ok_faster"], tmp_path / "sandbox")
-    freezer = verdict.timing["accounting"]["candidate"]["freezer"]
+    freezer = verdict.timing.accounting.candidate.freezer
     if cgroup_root() is not None:
         assert freezer == "cgroup v2 freezer", freezer
     assert f"frozen between requests by {freezer}" in verdict.isolation

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import CANDIDATES, SOFTMAX
+from conftest import CANDIDATES, SOFTMAX, timing_record
 
+from kernel_agent.core.timing_result import Resolution
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.db import writes as store
 from kernel_agent.db.session import open_database
@@ -67,12 +68,11 @@ HOSTILE_OUTPUT = f"<style>@import url(http://evil.example/x.css);</style><img sr
 
 
 def verdict(status: str, speedup: float, ci: tuple[float, float], reason: str = "", **extra: object) -> Verdict:
-    base_ms = 2.0
-    timing = {
-        "baseline": {"median_ms": base_ms},
-        "candidate": {"median_ms": base_ms / speedup},
-        "resolution": {"class": "FASTER", "words": "faster beyond the 3% band"},
-    }
+    words = "faster beyond the 3% band"
+    resolution = Resolution(
+        target=0.03, half_width=0.02, mde=0.05, ended_by="rounds", budget_s=8.0, speed_class="FAST", words=words
+    )
+    timing = timing_record(speedup, ci, resolution=resolution)
     cases = [f"shape=[{rows}, 2048] dtype=float32 inputs={kind}" for rows in (7, 256) for kind in ("normal", "large")]
     return Verdict(
         status=status,

@@ -18,13 +18,13 @@ def test_a_confirmed_gain_comes_from_two_independent_pairs(tmp_path, monkeypatch
     options = EvalOptions(sandbox_root=tmp_path / "sb", threads=1, timing_rounds=6)
     verdict = evaluate(load_problem(SOFTMAX), source, options)
     assert verdict.status == "faster", verdict.reason
-    first, second = verdict.timing["pairs"]
-    assert first["speedup_ci"][0] > 1.02 and second["speedup_ci"][0] > 1.02
+    first, second = verdict.timing.pairs
+    assert first.speedup_ci[0] > 1.02 and second.speedup_ci[0] > 1.02
     assert verdict.speedup_ci == [
-        min(first["speedup_ci"][0], second["speedup_ci"][0]),
-        max(first["speedup_ci"][1], second["speedup_ci"][1]),
+        min(first.speedup_ci[0], second.speedup_ci[0]),
+        max(first.speedup_ci[1], second.speedup_ci[1]),
     ]
-    assert "process pairs" in verdict.timing["ci_level"]
+    assert "process pairs" in verdict.timing.ci_level
     # four processes: each pair's own baseline and candidate, each with its own check history and timed calls
     accounts = verdict.accounting
     for key in ("first_pair_candidate", "first_pair_baseline", "candidate", "baseline"):
@@ -51,7 +51,7 @@ def test_a_clear_gain_is_timed_once(tmp_path) -> None:
     verdict = evaluate(load_problem(SOFTMAX), source, EvalOptions(sandbox_root=tmp_path / "sb", threads=1))
     assert verdict.status in ("faster", "flagged"), verdict.reason
     assert verdict.speedup > confirmation.CONFIRM_BELOW
-    assert "pairs" not in verdict.timing and "first_pair_candidate" not in verdict.accounting
+    assert verdict.timing.pairs is None and "first_pair_candidate" not in verdict.accounting
 
 
 def test_a_small_problem_is_timed_on_three_pairs_each_process_checked_timed_and_closed(tmp_path) -> None:
@@ -67,9 +67,9 @@ def test_a_small_problem_is_timed_on_three_pairs_each_process_checked_timed_and_
         assert phases["timed"]["requests"] > 0 and phases["check"]["requests"] > 0, key
         assert verdict.accounting[key]["peak_rss_mb"] > 0, key
     timing = verdict.timing
-    assert timing["processes"]["pairs"] == 3 and len(timing["processes"]["pair_speedups"]) == 3
-    assert timing["resolution"]["ended_by"] in ("settled", "same", "resolution", "budget", "rounds")
+    assert timing.processes.pairs == 3 and len(timing.processes.pair_speedups) == 3
+    assert timing.resolution.ended_by in ("settled", "same", "resolution", "budget", "rounds")
     if verdict.status == "faster":
-        assert timing["resolution"]["class"] == "FAST"
-    assert timing["resolution"]["mde"] > 0.02 and "3 process pairs" in timing["ci_level"]
+        assert timing.resolution.speed_class == "FAST"
+    assert timing.resolution.mde > 0.02 and "3 process pairs" in timing.ci_level
     assert not sandbox_processes(tmp_path / "sb"), "a worker outlived the evaluation"

@@ -12,6 +12,7 @@ import pytest
 from conftest import CANDIDATES, SOFTMAX, run_cli
 from scripted_server import ScriptedServer
 
+from kernel_agent.core.timing_result import TimingResult, timing_of
 from kernel_agent.db import review_reads as rq
 from kernel_agent.db.session import open_database
 from kernel_agent.export.package import choose_winner
@@ -331,7 +332,7 @@ def test_retime_best_times_an_early_best_again_with_every_round(tmp_path: Path) 
     best = kernel["best_candidate"]
     assert kernel["status"] == "improved", kernel
     (early,) = rows(db, f"select verdict from evaluations where candidate_id = {best}")[0]
-    assert stopped_early(json.loads(early)["timing"]), "torch.softmax against float64 chunks settles early"
+    assert stopped_early(timing_of(json.loads(early))), "torch.softmax against float64 chunks settles early"
     ((retime, parent, normalized, status, verdict, candidate_ms),) = rows(
         db,
         "select c.id, c.parent_id, c.normalized_hash, e.status, e.verdict, e.candidate_ms "
@@ -339,7 +340,8 @@ def test_retime_best_times_an_early_best_again_with_every_round(tmp_path: Path) 
     )
     timing = json.loads(verdict)["timing"]
     assert (parent, normalized, status) == (best, None, "faster")
-    assert timing["stopping"] == {"rule": "fixed rounds", "ended_by": "rounds"} and not stopped_early(timing)
+    assert timing["stopping"] == {"rule": "fixed rounds", "ended_by": "rounds"}
+    assert not stopped_early(TimingResult.from_json(timing))
     assert timing["rounds"] == timing["max_rounds"] * len(timing.get("pairs") or [None])  # every round of each pair
     assert timing["processes"]["pairs"] == 3  # --record-processes' default: the process effect measured
     assert timing["resolution"]["class"] == "FAST"  # a faster verdict is FAST by definition

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 import typer
+from conftest import shape_timing, timing_record
 from typer.testing import CliRunner
 
+from kernel_agent.core.timing_result import Summary, TimingResult
 from kernel_agent.measure.ceilings import (
     Ceilings,
     ceilings_from_dict,
@@ -197,27 +199,17 @@ def test_fraction_of_floor_and_the_faster_than_floor_flag() -> None:
 # --- the profile in the prompt ---------------------------------------------------------------------
 
 
-def softmax_timing(baseline_ms: tuple[float, float]) -> dict:
-    return {
-        "baseline": {"median_ms": 3.2, "p20_ms": 3.0, "p80_ms": 3.5, "mean_ms": 3.3, "samples": 40},
-        "candidate": {"median_ms": 3.1, "p20_ms": 3.0, "p80_ms": 3.4, "mean_ms": 3.2, "samples": 40},
-        "per_shape": [
-            {
-                "shape": [1024, 1024],
-                "dtype": "float32",
-                "speedup": 1.0,
-                "baseline_median_ms": baseline_ms[0],
-                "candidate_median_ms": baseline_ms[0],
-            },
-            {
-                "shape": [256, 4096],
-                "dtype": "float32",
-                "speedup": 1.0,
-                "baseline_median_ms": baseline_ms[1],
-                "candidate_median_ms": baseline_ms[1],
-            },
+def softmax_timing(baseline_ms: tuple[float, float]) -> TimingResult:
+    return timing_record(
+        1.0,
+        (0.9, 1.1),
+        baseline=Summary(3.2, 3.0, 3.5, 3.3, 40),
+        candidate=Summary(3.1, 3.0, 3.4, 3.2, 40),
+        per_shape=[
+            shape_timing((1024, 1024), base_ms=baseline_ms[0], cand_ms=baseline_ms[0]),
+            shape_timing((256, 4096), base_ms=baseline_ms[1], cand_ms=baseline_ms[1]),
         ],
-    }
+    )
 
 
 def test_build_profile_keys_and_values() -> None:

@@ -20,9 +20,9 @@ def test_a_candidate_doing_twice_the_work_reads_slow_and_an_honest_copy_never_fa
     options = EvalOptions(sandbox_root=tmp_path / "sb", threads=1, processes=3)  # --processes 3
     slow = evaluate(load_problem(PROBLEM), TWICE, options)
     assert slow.status == "correct", slow.reason
-    assert slow.timing["resolution"]["class"] == "SLOW", slow.reason
+    assert slow.timing.resolution.speed_class == "SLOW", slow.reason
     assert 0.3 < slow.speedup < 0.62 and "SLOW: slower" in slow.reason
     copy = evaluate(load_problem(PROBLEM), BUNDLED, options)
     assert copy.status == "correct", copy.reason
-    assert copy.timing["resolution"]["class"] in ("SAME", "AMBIGUOUS"), copy.reason
-    assert copy.timing["processes"]["pairs"] == 3
+    assert copy.timing.resolution.speed_class in ("SAME", "AMBIGUOUS"), copy.reason
+    assert copy.timing.processes.pairs == 3

@@ -11,6 +11,7 @@ from markupsafe import Markup
 
 from kernel_agent import __version__
 from kernel_agent.core.of_record import NumberOfRecord
+from kernel_agent.core.timing_result import TimingResult
 from kernel_agent.db.session import Database
 from kernel_agent.review.report.data import gather
 
@@ -34,13 +35,12 @@ def quote(number: NumberOfRecord) -> str:
     return f"{number.cell(3)} {_interval(*(number.ci or (None, None)))}"
 
 
-def speed_class(verdict: dict) -> str:
-    """A timed verdict's four-way class in words ("SAME: same speed within 3%"); '' for a verdict stored without one."""
-    timing = verdict.get("timing") if isinstance(verdict, dict) else None
-    res = timing.get("resolution") if isinstance(timing, dict) else None
-    if not isinstance(res, dict) or not res.get("class"):
+def speed_class(timing: TimingResult | None) -> str:
+    """A timed verdict's four-way class in words ("SAME: same speed within 3%"); '' for one timed before classes."""
+    res = timing.resolution if timing is not None else None
+    if res is None or not res.speed_class:
         return ""
-    return f"{res['class']}: {res.get('words', '')}"
+    return f"{res.speed_class}: {res.words or ''}"
 
 
 def _early(number: NumberOfRecord) -> str:

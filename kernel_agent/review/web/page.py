@@ -134,7 +134,7 @@ def _candidate(db: Database, kernel: KernelRecord, c: CandidateRecord) -> Candid
         status=c.status,
         reason=c.reason,
         number=quote(kernel.number_of(c)),
-        speed_class=speed_class(c.verdict),
+        speed_class=speed_class(c.timing),
         versus=_versus(db, c, kernel),
         flags=c.flags,
         checks=f"{passed}/{checked} passed ({', '.join(c.dtypes) or '-'})",

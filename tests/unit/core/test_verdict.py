@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import timing_record
 
 from kernel_agent.core.verdict import STATUSES, Verdict
 
@@ -22,7 +23,7 @@ def full_verdict() -> Verdict:
         isolation="bubblewrap",
         flags=["host clock"],
         checks=[{"case": "shape=[3, 17]", "passed": True}],
-        timing={"per_shape": [{"speedup": 1.9}]},
+        timing=timing_record(1.9, (1.7, 2.1)),
         static=[{"rule": "r", "hard": False}],
         tolerances={"float32": [1e-4, 1e-4]},
         environment={"torch": "2.x"},
@@ -39,6 +40,14 @@ def test_every_field_round_trips_through_json() -> None:
     again = Verdict.from_dict(json.loads(verdict.to_json()))
     assert again == verdict and again.to_dict() == verdict.to_dict()
     assert set(verdict.to_dict()) == set(Verdict.__dataclass_fields__)  # nothing dropped on the way out
+
+
+def test_the_timing_is_typed_and_written_as_its_record_s_json() -> None:
+    verdict = full_verdict()
+    stored = verdict.to_dict()
+    assert stored["timing"] == verdict.timing.to_json() and stored["timing"]["per_shape"][0]["shape"] == [256, 2048]
+    again = Verdict.from_dict(stored)
+    assert again.timing == verdict.timing and again.timing.per_shape[0].shape == (256, 2048)
 
 
 def test_passing_statuses() -> None:
@@ -60,6 +69,7 @@ def test_passing_statuses() -> None:
         ("checks", [["case", True]]),
         ("static", {"rule": "r"}),
         ("timing", []),
+        ("timing", {"speedup": 1.9}),  # a timing record without its other fields
         ("durations", {"timing": "1.5"}),
         ("interpreted", 1),
         ("reason", None),
@@ -94,6 +104,9 @@ def test_a_stored_verdict_is_cleaned_as_it_is_decoded() -> None:
     }
     verdict = Verdict.from_dict(data)
     assert verdict.reason == "bad value" and verdict.flags == ["flag"] and verdict.checks == [{"note": "a b"}]
+    timing = timing_record().to_json() | {"ci_level": "95%\x1b[2J", "confirmation": "x\x1b]0;t\x07y"}
+    typed = Verdict.from_dict({"status": "correct", "timing": timing}).timing
+    assert typed.ci_level == "95%" and typed.confirmation == "xy"
 
 
 def test_text_assigned_later_and_items_appended_later_are_cleaned_too() -> None:

@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from conftest import timing_record
 
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.db import review_reads as rq
@@ -22,7 +23,7 @@ SOFTMAX = Path(__file__).resolve().parents[2] / "fixtures" / "softmax64"
 
 
 def timed(status: str, speedup: float, ci: tuple[float, float]) -> Verdict:
-    timing = {"baseline": {"median_ms": 2.0}, "candidate": {"median_ms": 2.0 / speedup}}
+    timing = timing_record(speedup, ci, per_shape=[])  # the overall medians: 2.0 and 2.0 / speedup ms
     return Verdict(status=status, correct=True, speedup=speedup, speedup_ci=list(ci), timing=timing)
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from conftest import EXAMPLES
+from conftest import EXAMPLES, timing_record
 
 from kernel_agent.cli.eval_cmd import speed_line
+from kernel_agent.core.timing_result import Processes, Resolution, SetAside
 from kernel_agent.evaluate import timed as timing
 from kernel_agent.evaluate.pipeline import EvalOptions
 from kernel_agent.problem.load import load_problem
@@ -30,11 +31,10 @@ def test_one_pair_where_more_were_asked_says_why(monkeypatch) -> None:
     monkeypatch.setattr(timing, "sized", lambda problem: SimpleNamespace(working_set=512 << 20))
     large = timing.process_pairs(context(3))
     assert large.count == 1 and "512 MiB" in large.why_one and "3 pairs asked" in large.why_one
-    record = {
-        "resolution": {"class": "AMBIGUOUS", "words": "could not resolve", "mde": 0.2, "ended_by": "budget"},
-        "process_effect": 0.08,
-        "processes": {"pairs": 1, "why_one": large.why_one},
-    }
+    said = Resolution(
+        target=0.03, half_width=0.2, mde=0.2, ended_by="budget", budget_s=8.0, speed_class="AMBIGUOUS", words="?"
+    )
+    record = timing_record(1.0, (0.8, 1.2), resolution=said, processes=Processes(pairs=1, why_one=large.why_one))
     assert f"8% assumed (one pair: {large.why_one})" in speed_line(record)
 
 
@@ -63,11 +63,11 @@ def test_a_second_look_only_at_an_unresolved_gain_that_could_become_the_best(mon
 
 
 def test_the_speed_line_says_what_one_pair_read_before_the_second_look() -> None:
-    record = {
-        "resolution": {"class": "FAST", "words": "faster", "mde": 0.02, "ended_by": "settled"},
-        "process_effect": 0.004,
-        "processes": {"pairs": 3, "second_look_of": {"speedup": 1.093, "ci": [0.985, 1.212]}},
-    }
+    said = Resolution(
+        target=0.03, half_width=0.01, mde=0.02, ended_by="settled", budget_s=8, speed_class="FAST", words="faster"
+    )
+    first = SetAside(speedup=1.093, ci=(0.985, 1.212))
+    record = timing_record(process_effect=0.004, resolution=said, processes=Processes(pairs=3, second_look_of=first))
     line = speed_line(record)
     assert "measured over 3 process pairs" in line
     assert "a second look: one pair read 1.093x [0.985, 1.212], could not resolve" in line

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from conftest import timing_record
 
+from kernel_agent.core.timing_result import Summary
 from kernel_agent.measure.ceilings import Ceilings
 from kernel_agent.measure.profile import build_profile
 from kernel_agent.measure.roofline import RooflineRow, SideTime
@@ -22,7 +24,8 @@ def rows() -> list[RooflineRow]:
 
 
 def test_the_profile_takes_the_geometric_mean_of_the_fractions_and_names_what_beats_the_floor() -> None:
-    profile = build_profile(None, {"baseline": {"median_ms": 2.0, "p20_ms": 1.5, "p80_ms": 3.0}}, TOY, rows=rows())  # type: ignore[arg-type]
+    timing = timing_record(baseline=Summary(2.0, 1.5, 3.0, 2.0, 40))
+    profile = build_profile(None, timing, TOY, rows=rows())  # type: ignore[arg-type]
     assert profile["fraction_of_floor"] == pytest.approx(1.0) and profile["bound"] == "mixed"
     assert profile["baseline_median_ms"] == 2.0 and profile["ceilings"]["memory_gbps"] == 20.0
     assert profile["shape 1024 (float32)"] == {

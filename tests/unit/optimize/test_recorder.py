@@ -3,10 +3,13 @@ resumed kernel asks the same question."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+from conftest import timing_record
 from sqlalchemy import select
 
+from kernel_agent.core.timing_result import Stopping
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.db.models import CandidateRow
 from kernel_agent.db.session import open_database
@@ -26,9 +29,7 @@ def verdict(status: str, speedup: float | None) -> Verdict:
         correct=True,
         speedup=speedup,
         speedup_ci=[1.1, 1.3] if speedup else None,
-        timing={"baseline": {"median_ms": 2.0}, "candidate": {"median_ms": 2.0 / (speedup or 1.0)}}
-        if speedup
-        else None,
+        timing=timing_record(speedup, (1.1, 1.3), per_shape=[], max_rounds=None, stopping=None) if speedup else None,
     )
 
 
@@ -92,7 +93,7 @@ def test_a_retime_row_is_a_measurement_stored_without_a_hash_and_restored_as_one
     best = recorder.proposal(state, Proposal("def kernel(x):\n    return x\n", "search", "fast"), [], 1)
     assert best is not None
     accepted = verdict("faster", 2.0)
-    accepted.timing["stopping"] = {"rule": "sequential", "settled_early": True}  # type: ignore[index]
+    accepted.timing = replace(accepted.timing, stopping=Stopping(rule="sequential", settled_early=True))
     recorder.verdict(state, best, accepted, 0.5)
     recorder.round_done(state, 1)
     due = state.retime_due()

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from conftest import shape_timing, timing_record
+
+from kernel_agent.core.timing_result import Processes, Resolution, Stopping
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.optimize.config import SearchConfig
 from kernel_agent.optimize.search_state import Candidate, KernelStatus, SearchState, stopped_early
@@ -10,18 +15,8 @@ from kernel_agent.optimize.search_state import Candidate, KernelStatus, SearchSt
 def timed(status: str, speedup: float | None, baseline_ms: float = 2.0) -> Verdict:
     timing = None
     if speedup is not None:
-        timing = {
-            "baseline": {"median_ms": baseline_ms},
-            "candidate": {"median_ms": baseline_ms / speedup},
-            "per_shape": [
-                {
-                    "shape": [8],
-                    "dtype": "float32",
-                    "baseline_median_ms": baseline_ms,
-                    "candidate_median_ms": baseline_ms / speedup,
-                }
-            ],
-        }
+        shape = shape_timing((8,), base_ms=baseline_ms, cand_ms=baseline_ms / speedup)
+        timing = timing_record(speedup, per_shape=[shape], max_rounds=None, stopping=None)  # nothing said on rounds
     return Verdict(
         status=status,
         correct=status in ("faster", "correct", "flagged"),
@@ -167,10 +162,11 @@ def early(speedup: float, ci: tuple[float, float], settled_early: bool = True, s
     verdict = timed(status, speedup)
     verdict.speedup_ci = list(ci)
     assert verdict.timing is not None
-    verdict.timing.update(
+    verdict.timing = replace(
+        verdict.timing,
         rounds=4 if settled_early else 10,
         max_rounds=10,
-        stopping={"rule": "sequential", "settled_early": settled_early, "min_rounds": 4},
+        stopping=Stopping(rule="sequential", settled_early=settled_early, min_rounds=4),
     )
     return verdict
 
@@ -179,7 +175,7 @@ def fixed(speedup: float, ci: tuple[float, float], status: str) -> Verdict:
     verdict = timed(status, speedup, baseline_ms=2.2)
     verdict.speedup_ci = list(ci)
     assert verdict.timing is not None
-    verdict.timing.update(rounds=10, max_rounds=10, stopping={"rule": "fixed rounds"})
+    verdict.timing = replace(verdict.timing, rounds=10, max_rounds=10, stopping=Stopping(rule="fixed rounds"))
     return verdict
 
 
@@ -187,11 +183,15 @@ def test_stopped_early_reads_the_timing_record_and_each_confirmation_pair() -> N
     assert stopped_early(early(2.0, (1.5, 3.0)).timing)
     assert not stopped_early(early(2.0, (1.5, 3.0), settled_early=False).timing)
     assert not stopped_early(fixed(2.0, (1.8, 2.2), "faster").timing) and not stopped_early(None)
-    confirmed = {"rounds": 14, "max_rounds": 10, "stopping": {"rule": "sequential", "settled_early": False}}
-    confirmed["pairs"] = [{"stopping": {"settled_early": True}}, {"stopping": {"settled_early": False}}]
-    assert stopped_early(confirmed)  # the first pair stopped at an early look
-    assert not stopped_early({**confirmed, "pairs": [{"stopping": {"rule": "fixed rounds"}}] * 2})
-    assert stopped_early({"rounds": 5, "max_rounds": 10})  # a record without `stopping`: fewer rounds than the most
+    late = Stopping(rule="sequential", settled_early=False)
+    confirmed = timing_record(rounds=14, max_rounds=10, stopping=late)
+    looked = replace(late, settled_early=True)
+    pairs = [replace(confirmed.pair_reading(), stopping=s) for s in (looked, late)]
+    assert stopped_early(replace(confirmed, pairs=pairs))  # the first pair stopped at an early look
+    fixed_pairs = [replace(confirmed.pair_reading(), stopping=Stopping(rule="fixed rounds"))] * 2
+    assert not stopped_early(replace(confirmed, pairs=fixed_pairs))
+    # a record without `stopping`: fewer rounds than the most
+    assert stopped_early(timing_record(rounds=5, max_rounds=10, stopping=None))
 
 
 def test_only_a_best_accepted_by_an_early_look_is_due_for_a_retime_and_only_once() -> None:
@@ -225,7 +225,7 @@ def test_a_best_screened_on_one_pair_is_due_when_the_retime_gets_several() -> No
     measured = state()
     on_pairs = fixed(1.3, (1.1, 1.5), "faster")
     assert on_pairs.timing is not None
-    on_pairs.timing["processes"] = {"pairs": 3, "pair_speedups": [1.29, 1.3, 1.31]}
+    on_pairs.timing = replace(on_pairs.timing, processes=Processes(pairs=3, pair_speedups=(1.29, 1.3, 1.31)))
     measured.remember(Candidate(3, "source 3", "", 1), on_pairs)
     assert measured.retime_due(several=True) is None
     off = state(retime_best=False)
@@ -238,7 +238,8 @@ def test_a_retime_on_several_pairs_says_so_with_its_speed_class() -> None:
     s.remember(Candidate(3, "source 3", "", 1), fixed(1.3, (1.1, 1.5), "faster"))
     retimed = fixed(1.04, (1.03, 1.05), "faster")
     assert retimed.timing is not None
-    retimed.timing |= {"processes": {"pairs": 3}, "resolution": {"class": "FAST"}}
+    said = Resolution(target=0.03, half_width=0.01, mde=0.03, ended_by="settled", budget_s=8.0, speed_class="FAST")
+    retimed.timing = replace(retimed.timing, processes=Processes(pairs=3), resolution=said)
     s.remember_retime(3, 9, retimed)
     result = s.result(KernelStatus.IMPROVED, "", no_review)
     assert result.reason.startswith(

@@ -103,7 +103,7 @@ def test_on_a_busy_machine_shares_are_refused_in_one_line_and_problems_still_wri
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import kernel_agent.measure.contention as contention
-    from kernel_agent.measure.profile import Ceilings
+    from kernel_agent.measure.ceilings import Ceilings
 
     monkeypatch.setattr(contention, "CONTENTION_LIMIT", -1.0)  # any other process's time counts as too busy
     given = Ceilings("cpu-test", "cpu", memory_gbps=10.0, gflops={"float32": 50.0})  # as the CLI passes stored ones

@@ -19,11 +19,13 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
+from conftest import timing_record
 from typer.testing import CliRunner
 
 from kernel_agent.cli import app
 from kernel_agent.cli.optimize_cmd import render_summary
 from kernel_agent.core.config import ReferenceConfig
+from kernel_agent.core.timing_result import Stopping
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.db.reads import run_detail
 from kernel_agent.db.review_reads import run_kernels
@@ -45,16 +47,8 @@ RETIMED = (1.475, (1.350, 1.610))  # what every round read: the number of record
 
 def verdict(status: str, speedup: float, ci: tuple[float, float], early: bool) -> Verdict:
     """A timed verdict as the evaluation stores it: both times from one A/B run, and whether a look stopped it."""
-    timing = {
-        "per_shape": [
-            {"shape": [256, 2048], "dtype": "float32", "baseline_median_ms": 2.0, "candidate_median_ms": 2.0 / speedup}
-        ],
-        "baseline": {"median_ms": 2.0},
-        "candidate": {"median_ms": 2.0 / speedup},
-        "rounds": 4 if early else 10,
-        "max_rounds": 10,
-        "stopping": {"rule": "sequential", "settled_early": True} if early else {"rule": "fixed rounds"},
-    }
+    stopping = Stopping(rule="sequential", settled_early=True) if early else Stopping(rule="fixed rounds")
+    timing = timing_record(speedup, ci, rounds=4 if early else 10, stopping=stopping)
     shape = {"shape": [256, 2048], "dtype": "float32", "flops": 2.0e6, "intensity": 0.25}
     roofline = {
         "device": "cpu",

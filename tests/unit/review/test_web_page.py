@@ -22,7 +22,7 @@ def test_the_page_lists_the_queue_best_first_with_each_latest_decision(tmp_path:
     shown = kernel.candidates[1]
     assert shown.decision is not None and (shown.decision.reviewer, shown.decision.note) == ("carol", "second look")
     best = kernel.candidates[0]
-    assert best.number == "3.900x [3.600, 4.200]" and best.speed_class.startswith("FASTER")
+    assert best.number == "3.900x [3.600, 4.200]" and best.speed_class.startswith("FAST: ")
     assert set(best.versus) == {"eager", "compile"} and best.checks == "4/4 passed (float32)"
     assert [s.origin for s in best.lineage] == ["baseline", "search"]
     assert [d.title for d in best.diffs] == ["against the baseline"]  # the parent is the baseline: one diff

@@ -16,22 +16,12 @@ import torch
 
 from kernel_agent.sandbox.host.accounting import Accounting
 from kernel_agent.sandbox.host.session import Timed
-from kernel_agent.timing.ab_timing import (
-    MAX_CALLS_PER_REQUEST,
-    Samples,
-    Shape,
-    TimingFailure,
-    TimingJob,
-    _look,
-    _records,
-    _single_threaded,
-    _work_rules,
-    overhead_bound,
-    records_ms,
-    request_shape,
-    timer_mismatch,
-)
+from kernel_agent.timing.ab_timing import _single_threaded
+from kernel_agent.timing.job import Samples, TimingFailure, TimingJob
 from kernel_agent.timing.processes import PairRecords
+from kernel_agent.timing.rounds import MAX_CALLS_PER_REQUEST, Shape, request_shape
+from kernel_agent.timing.rules import overhead_bound, records_ms, timer_mismatch, times_of_record, work_rules
+from kernel_agent.timing.stopping import stop_after
 
 ROUNDS, CALLS = 10, 8
 
@@ -192,7 +182,7 @@ def test_the_timing_stops_at_the_first_look_that_settles_and_only_then() -> None
         return [pair_of({"baseline": Samples([base[:n]]), "candidate": Samples([cand[:n]])})]
 
     def early(job: TimingJob, pairs: list[PairRecords], n: int):
-        ended = _look(job, pairs, n, 0.0)
+        ended = stop_after(job, pairs, n, 0.0)
         return ended.look if ended is not None else None
 
     assert early(job_of(True), upto(3), 3) is None
@@ -207,7 +197,7 @@ def test_the_timing_stops_at_the_first_look_that_settles_and_only_then() -> None
 
 
 def pair_of(samples: dict[str, Samples]) -> PairRecords:
-    records, _ = _records(job_of(True), samples)
+    records, _ = times_of_record(job_of(True), samples)
     return PairRecords(records["baseline"], records["candidate"])
 
 
@@ -230,18 +220,18 @@ def test_several_pairs_stop_settled_same_or_at_the_budget_and_say_which() -> Non
         ]
 
     fast = pairs([2.0] * 3, [1.0] * 3, 2)
-    assert _look(job, fast, 1, 0.0) is None
-    ended = _look(job, fast, 2, 0.0)
+    assert stop_after(job, fast, 1, 0.0) is None
+    ended = stop_after(job, fast, 2, 0.0)
     assert ended is not None and ended.by == "settled" and ended.look.settled.value == "faster"
-    slow = _look(job, pairs([1.0] * 3, [2.0] * 3, 2), 2, 0.0)
+    slow = stop_after(job, pairs([1.0] * 3, [2.0] * 3, 2), 2, 0.0)
     assert slow is not None and slow.by == "settled" and slow.look.settled.value == "not faster"
-    ended = _look(job, pairs([1.0] * 3, [1.0] * 3, 4), 4, 0.0)
+    ended = stop_after(job, pairs([1.0] * 3, [1.0] * 3, 4), 4, 0.0)
     assert ended is not None and ended.by == "same" and ended.look is None
     apart = pairs([1.0] * 3, [1.0, 1.12, 0.95], 4)  # a process effect of several percent: no class yet
-    assert _look(job, apart, 4, 1.0) is None
-    ended = _look(job, apart, 4, job.budget_s)
+    assert stop_after(job, apart, 4, 1.0) is None
+    ended = stop_after(job, apart, 4, job.budget_s)
     assert ended is not None and ended.by == "budget" and ended.look is None
-    assert _look(job_of(False), apart, 4, job.budget_s) is None  # fixed rounds: every round, whatever the time
+    assert stop_after(job_of(False), apart, 4, job.budget_s) is None  # fixed rounds: every round, whatever the time
 
 
 def test_the_work_budget_refuses_a_candidate_and_only_records_a_trusted_reference() -> None:
@@ -257,8 +247,8 @@ def test_the_work_budget_refuses_a_candidate_and_only_records_a_trusted_referenc
     samples = {"candidate": Samples(busy), "baseline": Samples(busy)}
     job = replace(job_of(True), candidate=process(1), baseline=process(1))
     with pytest.raises(TimingFailure, match="more than its 1 thread"):
-        _work_rules(job, samples)
-    reason = _work_rules(replace(job, enforce_work_budget=False), samples)
+        work_rules(job, samples)
+    reason = work_rules(replace(job, enforce_work_budget=False), samples)
     assert reason is not None and "30 ms of CPU during 10 ms" in reason
     calm = [[[Timed(1.0, [1.0], None, cpu_ns=9_000_000, window_ns=0, wall_ns=10_000_000, outputs=[])]]]
-    assert _work_rules(job, {"candidate": Samples(calm), "baseline": Samples(calm)}) is None
+    assert work_rules(job, {"candidate": Samples(calm), "baseline": Samples(calm)}) is None

@@ -16,17 +16,17 @@ SIDE = Summary(4.0, 3.9, 4.1, 4.0, 10)
 def record(speedup: float, low: float, high: float, shapes: list[ShapeTiming], level: str = "95%", rounds: int = 10):
     return TimingResult(
         speedup=speedup, speedup_ci=(low, high), ci_level=level, statistical_ci=(low, high), process_effect=0.08,
-        baseline=SIDE, candidate=SIDE, rounds=rounds, max_rounds=10, stopping={}, calls_per_block=[4],
+        baseline=SIDE, candidate=SIDE, rounds=rounds, max_rounds=10, stopping=None, calls_per_block=[4],
         calls_per_request=[1], per_shape=shapes, audited_calls=4, record_floor_ms=[0.05], timed_inputs=[],
-        clock="", threads=1, work_budget_exceeded=None, contention=None,
-        accounting={"candidate": {"peak_rss_mb": 1.0}},
+        clock="", threads=1, work_budget_exceeded=None, contention=None, accounting=None,
     )  # fmt: skip
 
 
 def shape(speedup: float, low: float, high: float, base_ms: float) -> ShapeTiming:
     return ShapeTiming(
-        (256, 2048), "float32", speedup, (low, high), base_ms, base_ms / speedup, base_ms, base_ms / speedup
-    )
+        shape=(256, 2048), dtype="float32", speedup=speedup, speedup_ci=(low, high), baseline_median_ms=base_ms,
+        candidate_median_ms=base_ms / speedup, baseline_p20_ms=base_ms, candidate_p80_ms=base_ms / speedup,
+    )  # fmt: skip
 
 
 def pair(speedup: float, low: float, high: float, base_ms: float, level: str = "95%") -> TimingResult:
@@ -35,8 +35,9 @@ def pair(speedup: float, low: float, high: float, base_ms: float, level: str = "
 
 def shapes_of(estimate) -> list[ShapeTiming]:
     return [
-        ShapeTiming((64,), "float32", ps["speedup"], tuple(ps["speedup_ci"]), ps["baseline_median_ms"],
-                    ps["candidate_median_ms"], ps["baseline_p20_ms"], ps["candidate_p80_ms"])
+        ShapeTiming(shape=(64,), dtype="float32", speedup=ps["speedup"], speedup_ci=tuple(ps["speedup_ci"]),
+                    baseline_median_ms=ps["baseline_median_ms"], candidate_median_ms=ps["candidate_median_ms"],
+                    baseline_p20_ms=ps["baseline_p20_ms"], candidate_p80_ms=ps["candidate_p80_ms"])
         for ps in estimate.per_shape
     ]  # fmt: skip
 
@@ -80,8 +81,8 @@ def test_two_pairs_give_the_geometric_mean_and_the_hull() -> None:
     assert both.speedup == pytest.approx(math.sqrt(1.14))
     assert both.speedup_ci == (0.92, 1.25)  # the low end no longer clears 1.02: not faster
     assert both.rounds == 20
-    assert [p["speedup"] for p in both.pairs] == [1.14, 1.00]
-    assert both.pairs[0]["ci_level"] == "99.9% sequential"
+    assert [p.speedup for p in both.pairs] == [1.14, 1.00]
+    assert both.pairs[0].ci_level == "99.9% sequential"
     assert "99.9% sequential and 95%" in both.ci_level
     merged = both.per_shape[0]
     # each shape's medians are combined so that their ratio is still the reported point

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
+from conftest import timing_record
 
+from kernel_agent.core.timing_result import Resolution, TimingResult
 from kernel_agent.timing.processes import LEVELS, PairRecords, estimate, mde, t_quantile
 from kernel_agent.timing.speed_class import SpeedClass, classify, label
 
@@ -62,9 +65,11 @@ def test_the_classes_are_checked_fast_and_slow_first_then_same() -> None:
 
 def test_the_stored_class_is_read_back_and_a_verdict_timed_before_issue_36_has_none() -> None:
     """`runs show` and the report read the class from the timing JSON; old verdicts carry no `resolution`."""
-    assert label({"resolution": {"class": "SAME", "words": "same speed within 3%"}}) == "SAME"
-    assert label({"speedup": 1.0, "stopping": {"rule": "fixed rounds"}}) is None
-    assert label({"resolution": {"class": "FASTEST"}}) is None and label(None) is None
+    said = Resolution(target=0.03, half_width=0.01, mde=0.05, ended_by="same", budget_s=8.0)
+    same = TimingResult.from_json(timing_record(resolution=replace(said, speed_class="SAME")).to_json())
+    assert label(same) == "SAME"
+    assert label(timing_record()) is None  # timed before there were classes: no resolution
+    assert label(timing_record(resolution=replace(said, speed_class="FASTEST"))) is None and label(None) is None
 
 
 def test_the_interval_covers_the_true_speedup_with_or_without_a_process_effect() -> None:

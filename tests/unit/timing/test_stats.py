@@ -6,9 +6,10 @@ import math
 
 import numpy as np
 import pytest
+from conftest import shape_timing, timing_record
 
 from kernel_agent.core.of_record import typical_ms
-from kernel_agent.core.timing_result import Summary
+from kernel_agent.core.timing_result import Summary, TimingResult
 from kernel_agent.timing.stats import PROCESS_EFFECT, calls_per_block, speedup_interval, widen
 
 
@@ -62,17 +63,28 @@ def test_typical_times_multiply_out_to_the_speedup_across_shapes() -> None:
     base = [[[10.0, 10.2, 9.9]] * 4, [[1.0, 1.02, 0.99]] * 4]
     cand = [[[5.0, 5.1, 4.9]] * 4, [[1.0, 1.01, 0.98]] * 4]
     estimate = speedup_interval(base, cand)
-    timing = {"per_shape": estimate.per_shape}
+    timing = timing_record(
+        per_shape=[
+            shape_timing(base_ms=s["baseline_median_ms"], cand_ms=s["candidate_median_ms"]) for s in estimate.per_shape
+        ]
+    )
     assert typical_ms(timing, "baseline") / typical_ms(timing, "candidate") == pytest.approx(estimate.speedup, rel=1e-9)
     assert estimate.baseline.median_ms / estimate.candidate.median_ms != pytest.approx(estimate.speedup, rel=0.05)
 
 
 def test_typical_ms_refuses_incomplete_timings() -> None:
     assert typical_ms(None, "baseline") is None
-    assert typical_ms({"per_shape": [{"baseline_median_ms": 1.0}, {"baseline_median_ms": 0}]}, "baseline") is None
-    assert typical_ms({"per_shape": [{"candidate_median_ms": 2.0}]}, "baseline") is None
-    assert typical_ms({"per_shape": [{"baseline_median_ms": True}]}, "baseline") is None  # a bool is not a time
-    assert typical_ms({"baseline": {"median_ms": 5.0}}, "baseline") == 5.0  # no per-shape entries: the overall median
+    zero = timing_record(per_shape=[shape_timing(base_ms=1.0), shape_timing(base_ms=0.0, cand_ms=1.0)])
+    assert typical_ms(zero, "baseline") is None
+    overall = timing_record(per_shape=[])
+    assert typical_ms(overall, "baseline") == overall.baseline.median_ms  # no per-shape entries: the overall median
+    stored = timing_record().to_json()
+    del stored["per_shape"][0]["baseline_median_ms"]
+    with pytest.raises(ValueError, match="baseline_median_ms"):  # a stored shape without its median is not read
+        TimingResult.from_json(stored)
+    stored["per_shape"][0]["baseline_median_ms"] = True
+    with pytest.raises(ValueError, match="wrong type"):  # a bool is not a time
+        TimingResult.from_json(stored)
 
 
 def test_calls_per_block_fills_the_target_within_its_bounds() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import shape_timing, timing_record
 
 from kernel_agent.core.tuning import TIMED, ConfigTime, Stage, config_key
 from kernel_agent.core.verdict import Verdict
@@ -26,17 +27,7 @@ def test_stage_two_takes_the_top_configs_of_each_shape_and_the_default() -> None
 
 
 def test_a_timed_verdict_gives_one_row_per_shape_with_its_interval() -> None:
-    timing = {
-        "per_shape": [
-            {
-                "shape": [8],
-                "speedup": 2.0,
-                "speedup_ci": [1.6, 2.5],
-                "candidate_median_ms": 1.0,
-                "baseline_median_ms": 2.0,
-            }
-        ]
-    }
+    timing = timing_record(per_shape=[shape_timing((8,), base_ms=2.0, cand_ms=1.0, speedup_ci=(1.6, 2.5))])
     verdict = Verdict(status="faster", correct=True, timing=timing)
     (row,) = rows_of(verdict, {"TILE": 4}, [(8,)], "float32", Stage.SCREEN)
     assert row.timed and row.time_ms == 1.0 and row.speedup == 2.0 and row.baseline_ms == 2.0
