@@ -169,7 +169,8 @@ def execute(database, plan: RunPlan, run_id: int | None, json_output: bool, wide
     except RunError as exc:
         fail(str(exc))
     if outcome.status == RunStatus.FAILED:
-        fail(f"{outcome.note}; check --base-url, the key and the endpoint, then rerun")
+        hint = "" if "--no-stream" in outcome.note else "; check --base-url, the key and the endpoint, then rerun"
+        fail(f"{outcome.note}{hint}")  # an endpoint that never streamed names its own fix
     if json_output:
         kernels = [r.to_dict() for r in outcome.results]
         document = {"run_id": outcome.run_id, "kernels": kernels, "metrics": outcome.metrics}
