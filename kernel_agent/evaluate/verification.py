@@ -79,6 +79,8 @@ class Verifier:
         }
         if not use_gold:
             errors["reference"] = "same-dtype (a float64 gold would not fit the memory budget)"
+        if result.reference_nonfinite:
+            errors["reference_nonfinite"] = result.reference_nonfinite  # judged against the float64 gold alone
         self.report.checks.append({"case": case.label(), "passed": result.passed, **errors})
         if not result.passed:
             assert result.mismatch is not None
