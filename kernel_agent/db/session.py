@@ -132,7 +132,7 @@ class Database:
         if self.closed:
             return
         self.closed = True
-        if self.path is not None:
+        if self.path is not None and self.path.exists():  # never create a file that is gone by exit time
             try:
                 with self.engine.connect() as connection:
                     connection.exec_driver_sql("PRAGMA busy_timeout=1000")
