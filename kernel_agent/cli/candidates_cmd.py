@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import typer
@@ -10,6 +9,7 @@ import typer
 from kernel_agent.cli import options as opt
 from kernel_agent.cli.common import fail, stdout
 from kernel_agent.cli.speedups import early_look, interval_cell, record_cell
+from kernel_agent.core import json_out
 
 app = typer.Typer(
     help="List candidates, show one with its verdict, or print its diff.", no_args_is_help=True, rich_markup_mode=None
@@ -39,7 +39,7 @@ def list_command(
 
     rows = list_candidates(opt.open_db(db), run, kernel)
     if json_output:
-        sys.stdout.write(json.dumps(rows) + "\n")
+        sys.stdout.write(json_out.dumps(rows) + "\n")
         return
     table = Table(title="candidates")
     for column in ("id", "run", "kernel", "round", "origin", "status", "speedup", "95% CI", "review", "note"):
@@ -74,7 +74,7 @@ def show_command(
 
     detail = _detail(db, candidate)
     if json_output:
-        sys.stdout.write(json.dumps(detail) + "\n")
+        sys.stdout.write(json_out.dumps(detail) + "\n")
         return
     ci = detail["speedup_ci"]
     stdout.print(

@@ -6,7 +6,6 @@ Parse options into a `RunPlan` (or load a stored one with `--resume`), hand it t
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -27,6 +26,7 @@ from kernel_agent.cli.speedups import (
     print_metrics,
     reference_cells,
 )
+from kernel_agent.core import json_out
 from kernel_agent.core.config import ExecutorKind
 from kernel_agent.optimize.config import KernelSpec, RunPlan, per_device
 
@@ -169,11 +169,12 @@ def execute(database, plan: RunPlan, run_id: int | None, json_output: bool, wide
     except RunError as exc:
         fail(str(exc))
     if outcome.status == RunStatus.FAILED:
-        fail(f"{outcome.note}; check --base-url, the key and the endpoint, then rerun")
+        hint = "" if "--no-stream" in outcome.note else "; check --base-url, the key and the endpoint, then rerun"
+        fail(f"{outcome.note}{hint}")  # an endpoint that never streamed names its own fix
     if json_output:
         kernels = [r.to_dict() for r in outcome.results]
         document = {"run_id": outcome.run_id, "kernels": kernels, "metrics": outcome.metrics}
-        sys.stdout.write(json.dumps(document) + "\n")
+        sys.stdout.write(json_out.dumps(document) + "\n")
     else:
         render_summary(outcome.run_id, outcome.results, outcome.metrics, wide)
 

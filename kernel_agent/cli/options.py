@@ -8,6 +8,7 @@ what was typed. So a default is written once, in its field, and `--help` shows i
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import inspect
 import typing
@@ -207,11 +208,13 @@ def from_config(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def open_db(db: str | None):
-    """Open and migrate the database, or exit 2 with one line."""
+    """Open and migrate the database, or exit 2 with one line; closed (checkpointed) when the command ends."""
     from kernel_agent.cli.common import fail
     from kernel_agent.db.session import DatabaseError, open_database
 
     try:
-        return open_database(db)
+        database = open_database(db)
     except DatabaseError as exc:
         fail(str(exc))
+    atexit.register(database.close)  # the CLI's main runs exit handlers on return and on sys.exit alike
+    return database

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import typer
@@ -18,6 +17,7 @@ from kernel_agent.cli.speedups import (
     record_cell,
     reference_cells,
 )
+from kernel_agent.core import json_out
 
 app = typer.Typer(help="List runs and show one run's kernels and results.", no_args_is_help=True, rich_markup_mode=None)
 
@@ -31,7 +31,7 @@ def list_command(db: str = opt.DB, json_output: bool = opt.JSON) -> None:
 
     runs = list_runs(opt.open_db(db))
     if json_output:
-        sys.stdout.write(json.dumps(runs) + "\n")
+        sys.stdout.write(json_out.dumps(runs) + "\n")
         return
     table = Table(title="runs")
     for column in ("run", "started", "status", "provider", "kernels"):
@@ -73,7 +73,7 @@ def show_command(run: str = RUN, db: str = opt.DB, json_output: bool = opt.JSON)
     for kernel, classes in zip(detail["kernels"], speed_classes(database, run_id)):
         kernel["speed_classes"] = classes  # the four-way class: SAME, SLOW, AMBIGUOUS beside `correct`
     if json_output:
-        sys.stdout.write(json.dumps(detail) + "\n")
+        sys.stdout.write(json_out.dumps(detail) + "\n")
         return
     llm = detail["llm"]
     stdout.print(

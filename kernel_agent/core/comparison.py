@@ -36,5 +36,6 @@ class Comparison:
     mismatch: Mismatch | None = None
     max_abs_error: float = 0.0
     rel_norm_error: float = 0.0
-    base_max_abs_error: float = 0.0
+    base_max_abs_error: float = 0.0  # the same-dtype reference's own, over its finite elements
+    reference_nonfinite: int = 0  # elements judged against the gold alone: the same-dtype reference not finite
     details: list[dict[str, Any]] = field(default_factory=list)

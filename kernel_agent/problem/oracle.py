@@ -4,11 +4,17 @@ Inputs are drawn here from secret seeds (never sent to the worker: it gets
 tensors, not seeds). Reference outputs are computed here too, in a process that
 never imports candidate code: a float64 "gold" and the same-dtype reference
 ("base") used by the error-versus-baseline rule.
+
+Besides the distributions a problem declares, every check shape gets the hard draws (`HARD_DRAWS`): the
+problem's own inputs moved to where formulas break that moderate inputs never show (an unshifted softmax or
+log-sum-exp overflowing exp, a variance taken as E[x^2] - E[x]^2 cancelling). A problem whose own draws are
+moderate would otherwise pass such a kernel as exact.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +22,13 @@ from typing import Any
 import torch
 
 from kernel_agent.problem.load import Problem, Shape, as_outputs, seeded_generator, torch_dtype
+
+# The hard draws, each named in the check's label with what it does to the problem's own inputs.
+HARD_DRAWS = {
+    "large": "scaled to the edge of exp's range for the dtype",
+    "offset": "shifted far from zero against their spread",
+}
+LARGE_PAST_EXP = 1.15  # "large" puts the largest |x| at this times log(dtype max): exp(x) overflows there
 
 
 @dataclass
@@ -27,8 +40,13 @@ class CaseSpec:
     distribution: str
     seed: int
 
+    @property
+    def hard(self) -> bool:
+        return self.distribution in HARD_DRAWS
+
     def label(self) -> str:
-        return f"shape={list(self.shape)} dtype={self.dtype} inputs={self.distribution}"
+        what = f" ({HARD_DRAWS[self.distribution]})" if self.hard else ""
+        return f"shape={list(self.shape)} dtype={self.dtype} inputs={self.distribution}{what}"
 
 
 def fresh_seed() -> int:
@@ -36,7 +54,8 @@ def fresh_seed() -> int:
 
 
 def check_plan(problem: Problem, seeds_per_shape: int = 5, bench_seeds: int = 2) -> list[CaseSpec]:
-    """Every check shape with `seeds_per_shape` fresh seeds, benchmark shapes with fewer.
+    """Every check shape with `seeds_per_shape` fresh seeds and one case of each hard draw, benchmark shapes
+    with fewer seeds (they are not check shapes: their size, not their numerics, is what they check).
 
     Distributions alternate so each shape sees every declared distribution.
     """
@@ -49,6 +68,8 @@ def check_plan(problem: Problem, seeds_per_shape: int = 5, bench_seeds: int = 2)
             count = max(count, len(dists))
             for index in range(count):
                 plan.append(CaseSpec(shape, dtype, dists[index % len(dists)], fresh_seed()))
+            if not benchmark_only:
+                plan.extend(CaseSpec(shape, dtype, hard, fresh_seed()) for hard in HARD_DRAWS)
     return plan
 
 
@@ -91,7 +112,10 @@ class CaseMaker:
             drawn = [t.to(where) for t in self.module.get_inputs()]
         else:
             drawn = list(self.module.make_inputs(shape, torch_dtype(dtype), where, generator))
-        if distribution == "uniform":
+        if distribution in HARD_DRAWS:
+            rtol = self.problem.tolerances.get(dtype, (1e-4, 1e-4))[0]
+            drawn = [hardened(t, distribution, rtol) for t in drawn]
+        elif distribution == "uniform":
             drawn = [
                 torch.rand(t.shape, generator=generator, dtype=t.dtype, device=where) if t.is_floating_point() else t
                 for t in drawn
@@ -143,6 +167,28 @@ class CaseMaker:
                 del doubles
                 base_out = as_outputs(self.module.reference(*on_device))
         return gold_out, tuple(t.to(where) for t in base_out)
+
+
+def hardened(t: torch.Tensor, draw: str, rtol: float) -> torch.Tensor:
+    """One input moved into a hard range. Integer tensors and masks (two values or fewer) keep their meaning.
+
+    "large": scaled so its largest |x| is LARGE_PAST_EXP x log(dtype max) (about 102 in float32, 12.8 in
+    float16): exp of it overflows, so a softmax or log-sum-exp without its max shift, or a tanh through exp,
+    gives inf or NaN where the float64 gold is finite. "offset": shifted by (rtol / eps)^(3/4) times its spread
+    (about 150 in float32): a variance as E[x^2] - E[x]^2 loses (offset / spread)^2 x eps, past rtol, while
+    a two-pass or Welford form, and the reference, lose offset / spread x eps, well inside it.
+    """
+    if not t.is_floating_point() or t.numel() == 0 or (t.numel() > 2 and torch.unique(t).numel() <= 2):
+        return t
+    wide = t.double()
+    if draw == "large":
+        peak = float(wide.abs().max())
+        target = LARGE_PAST_EXP * math.log(torch.finfo(t.dtype).max)
+        return (wide * (target / peak)).to(t.dtype) if peak > 0 else t
+    spread = float(wide.std()) if t.numel() > 1 else 0.0
+    spread = spread or float(wide.abs().max()) or 1.0
+    eps = torch.finfo(t.dtype).eps
+    return (wide + spread * (max(rtol, eps) / eps) ** 0.75).to(t.dtype)
 
 
 def randomize_parameters(model: torch.nn.Module, generator: torch.Generator) -> None:

@@ -48,7 +48,7 @@ class EndpointRules:
     token_param: str = "max_tokens"
     dropped: tuple[str, ...] = ()  # parameters never sent
     single_choice: bool = False  # n=1 per request (the provider asks again for more)
-    stream: bool = True  # stream the reply (off after a 400 naming `stream`, or --no-stream)
+    stream: bool = True  # stream the reply (off after a 400 naming `stream`, a whole reply to a stream, --no-stream)
     learned: tuple[str, ...] = field(default=(), compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -126,6 +126,13 @@ def lesson(rules: EndpointRules, message: str, param: str | None = None) -> Endp
         return None
     what = "its value" if value else "the parameter"
     return _learn(replace(rules, dropped=(*rules.dropped, named)), f"omits {named} (the endpoint refused {what})")
+
+
+def unstreamed(rules: EndpointRules) -> EndpointRules | None:
+    """New rules when a streamed request came back as one whole JSON body; None when already not streaming."""
+    if not rules.stream:
+        return None
+    return _learn(replace(rules, stream=False), "does not stream (it answered a streamed request whole)")
 
 
 def _only_named(message: str) -> str | None:

@@ -38,12 +38,13 @@ from kernel_agent.propose.endpoint import (
     lesson,
     prior,
     shrink,
+    unstreamed,
 )
 from kernel_agent.propose.openai_options import DEFAULTS, ReasoningEffort
 from kernel_agent.propose.parse import extract_candidate, summary_line
 from kernel_agent.propose.prices import DEFAULT_PRICES, Prices, Usage, call_cost
 from kernel_agent.propose.prompts import PromptTemplateError, render_messages, template_hashes
-from kernel_agent.propose.reply import Reply, StreamCut, from_completion, from_stream
+from kernel_agent.propose.reply import Reply, StreamCut, from_completion, from_stream, whole_body
 
 __all__ = ["DEFAULT_PRICES", "OpenAIProvider", "ProviderConfigError", "call_cost", "load_prices", "prompt_hash"]
 
@@ -309,6 +310,8 @@ class OpenAIProvider:
                 )
                 if call.attempts > self.max_retries:
                     what = f"request timed out after {self.request_timeout:g} s" if cut.timed_out else "stream cut"
+                    if _empty(cut):
+                        what += " (the endpoint sent no stream events at all; if it does not stream, pass --no-stream)"
                     return self._failed(call, f"{what} ({_attempts_text(call.attempts, True)})", start, cuts)
                 self._sleep(self.backoff_delay(call.attempts))
                 call.attempts += 1
@@ -335,6 +338,8 @@ class OpenAIProvider:
                 call.attempts += 1
                 continue
             call.latency_s = time.monotonic() - start
+            if reply.unstreamed:
+                self._learn_unstreamed(call)
             return self._fill(call, reply, cuts)
 
     def _send(self, sent: dict[str, Any], on_tokens: Callable[[int], None] | None) -> Reply:
@@ -343,7 +348,20 @@ class OpenAIProvider:
             return from_completion(self.client.chat.completions.create(**sent))
         deadline = time.monotonic() + self.request_timeout
         stream = self.client.chat.completions.create(**sent)
+        whole = whole_body(stream)
+        if whole is not None:
+            return whole
         return from_stream(stream, deadline, on_tokens)
+
+    def _learn_unstreamed(self, call: LLMCall) -> None:
+        """A whole reply to a streamed request is used as it is; later requests ask for it whole."""
+        with self._rules_lock:
+            learned = unstreamed(self.rules)
+            if learned is not None:
+                self.rules = learned
+        if learned is not None:
+            call.lessons.append(f"{self.base_url} {self.model}: {learned.learned[-1]}; its reply used as it came")
+            call.endpoint_rules = self.rules.to_json()
 
     def _learn(self, message: str, param: str | None) -> str | None:
         """Apply what a 400 says about a refused parameter; the one line that says so, or None."""
@@ -393,6 +411,11 @@ class OpenAIProvider:
 def _prompt_estimate(request: dict[str, Any]) -> int:
     """About 4 characters per token: for accounting where the endpoint reported nothing."""
     return max(1, sum(len(str(m.get("content", ""))) for m in request.get("messages", [])) // 4)
+
+
+def _empty(cut: StreamCut) -> bool:
+    """A stream that ended cleanly without one event: the endpoint may not stream at all."""
+    return cut.cause is None and not cut.timed_out and not cut.partial.answers and not cut.partial.chunks
 
 
 def _cause(cut: StreamCut) -> str:

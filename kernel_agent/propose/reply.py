@@ -12,6 +12,7 @@ and the inline forms are split off the content here (`reasoning.split`).
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -34,6 +35,7 @@ class Reply:
     finish_reasons: list[str | None] = field(default_factory=list)
     usage: Usage | None = None  # None: the endpoint reported none (tokens are then estimated)
     chunks: int = 0  # content and reasoning deltas received (about one token each)
+    unstreamed: bool = False  # a streamed request answered by one whole JSON body: the endpoint ignores `stream`
 
     @property
     def estimated_tokens(self) -> int:
@@ -61,6 +63,34 @@ def from_completion(response: Any) -> Reply:
         message = getattr(choice, "message", None)
         _add(reply, _text(message, ("content",)), _text(message, REASONING_FIELDS))
         reply.finish_reasons.append(getattr(choice, "finish_reason", None))
+    return reply
+
+
+def whole_body(stream: Any) -> Reply | None:
+    """The reply when a streamed request was answered by one whole JSON body, else None.
+
+    Some gateways and older servers ignore `stream` and answer `Content-Type: application/json`; read as
+    server-sent events that body holds no event at all, and every such reply would read as a cut stream.
+    """
+    from openai.types.chat import ChatCompletion
+
+    response = getattr(stream, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    kind = str(headers.get("content-type", "")).split(";")[0].strip().lower()
+    if not kind.endswith("json"):  # text/event-stream, or nothing said: read as a stream
+        return None
+    try:
+        data = json.loads(response.read())
+    except (ValueError, OSError):
+        return None  # not JSON after all: the stream reader reports what it finds
+    finally:
+        response.close()
+    if not isinstance(data, dict):
+        return None
+    reply = from_completion(ChatCompletion.construct(**data))
+    reply.unstreamed = True
     return reply
 
 

@@ -23,7 +23,8 @@ called by the tests):
 - kimi: Kimi thinking models inline `◁think▷...◁/think▷`; gpt-oss: the harmony channels served raw.
 - rate-limited: 429 with Retry-After on the first request; context-limited: a prompt plus the reply's room over
   the model's context is refused with OpenAI's (and vLLM's) context_length_exceeded wording; stream-cut: the
-  first streamed reply breaks mid-reply.
+  first streamed reply breaks mid-reply; ignores-stream: an older server or gateway that ignores `stream` and
+  answers every request with one whole JSON body (`Content-Type: application/json`).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class Profile:
     rate_limit_first: bool = False
     context_tokens: int = 0  # a prompt (4 characters a token) plus the reply's room over this is refused
     cut_first_stream: bool = False
+    ignores_stream: str = ""  # a Content-Type: a streamed request is answered whole, served as this type
     _served: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -167,5 +169,6 @@ def profiles() -> dict[str, Profile]:
         Profile("rate-limited", "gpt-4o-mini", rate_limit_first=True),
         Profile("context-limited", "small-context", context_tokens=2000),
         Profile("stream-cut", "gpt-4o-mini", cut_first_stream=True),
+        Profile("ignores-stream", "llama-3.1-8b-instruct", ignores_stream="application/json"),
     ]
     return {p.name: p for p in found}

@@ -237,6 +237,10 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
                 headers = {"Retry-After": str(item["retry_after"])} if "retry_after" in item else {}
                 self._send(status, error_body(status, item.get("message")), headers)
                 return
+            ignores = server.profile.ignores_stream if server.profile is not None else ""
+            if body.get("stream") and ignores:
+                self._send(200, completion_body(item, body, serial, server.profile), content_type=ignores)
+                return
             if body.get("stream"):
                 if server.profile is not None and server.profile.cut():
                     cut_after = 40
@@ -270,11 +274,17 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
 
-        def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        def _send(
+            self,
+            status: int,
+            payload: dict[str, Any],
+            headers: dict[str, str] | None = None,
+            content_type: str = "application/json",
+        ) -> None:
             data = json.dumps(payload).encode()
             try:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 for key, value in (headers or {}).items():
                     self.send_header(key, value)

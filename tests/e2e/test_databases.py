@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -284,3 +285,61 @@ def test_newer_schema_is_refused(database_url: str) -> None:
         assert current_revision(db.engine) == "9999_from_the_future"  # refused without being touched
     finally:
         db.close()
+
+
+def test_a_finished_command_leaves_runs_db_whole(tmp_path: Path) -> None:
+    """After a command that wrote ends, `runs.db` alone holds what it wrote: the WAL is folded in.
+
+    The write is a real `review approve` (a new row in reviews); a copy of `runs.db` without its
+    `-wal` and `-shm` files must still show the decision."""
+    path = tmp_path / "runs.db"
+    db = open_database(str(path))
+    try:
+        problem = load_problem(SOFTMAX)
+        problem_id = store.ensure_problem(db, problem)
+        run_id = store.create_run(db, "openai", "scripted", {"kernels": [{"path": str(SOFTMAX)}]})
+        run_kernel_id = store.add_run_kernel(db, run_id, problem_id)
+        candidate = store.add_candidate(
+            db,
+            run_id=run_id,
+            run_kernel_id=run_kernel_id,
+            problem_id=problem_id,
+            source="import torch\n\n\ndef kernel(x):\n    return torch.softmax(x, dim=-1)\n",
+            baseline_source=problem.baseline_source,
+            parent_id=None,
+            parent_source=None,
+            origin="openai",
+            round=1,
+            llm_call_id=None,
+        )
+    finally:
+        db.close()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kernel_agent",
+            "review",
+            "approve",
+            str(candidate),
+            "--note",
+            "copied",
+            "--db",
+            str(path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    wal = path.with_name("runs.db-wal")
+    assert not wal.exists() or wal.stat().st_size == 0, f"{wal.stat().st_size} bytes left in the WAL"
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copy2(path, copy / "runs.db")  # the database file alone, as a user copies it
+    import sqlite3
+
+    with sqlite3.connect(copy / "runs.db") as connection:
+        rows = connection.execute("select candidate_id, decision, note from reviews").fetchall()
+    assert rows == [(candidate, "approve", "copied")]

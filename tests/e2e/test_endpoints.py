@@ -185,6 +185,36 @@ def test_a_stream_cut_mid_reply_is_paid_once_retried_and_recorded(problem) -> No
     assert batch.proposals[0].source == GOOD_MODULE
 
 
+@pytest.mark.parametrize("content_type", ["application/json", "application/json; charset=utf-8"])
+def test_a_server_that_ignores_stream_is_read_whole_and_asked_whole_from_then_on(problem, content_type) -> None:
+    """An endpoint that answers a streamed request with one whole JSON body: that body is the reply (no retry, its
+    tokens counted once), the provider learns it does not stream, and its next request asks for the reply whole."""
+    profile = Profile("ignores", "llama-3.1-8b-instruct", ignores_stream=content_type)
+    with ScriptedServer([GOOD_REPLY] * 3, profile=profile) as server:
+        chat = provider(server, profile.model)
+        first = chat.propose(context(problem))
+        second = chat.propose(context(problem))
+        sent = server.requests
+    call = first.calls[0]
+    assert call.error is None and call.attempts == 1, (call.error, call.notes)
+    assert first.proposals[0].source == GOOD_MODULE and second.proposals[0].source == GOOD_MODULE
+    assert call.completion_tokens == len(GOOD_REPLY) // 4  # the server's usage, once: nothing cut, nothing estimated
+    assert any("does not stream" in lesson for lesson in call.lessons) and not second.calls[0].lessons
+    assert call.endpoint_rules["stream"] is False
+    assert [bool(body.get("stream")) for body in sent] == [True, False]
+
+
+def test_a_stream_without_a_single_event_names_no_stream_as_the_fix(problem) -> None:
+    """A whole body served as something neither JSON nor an event stream reads as no events at all: after the
+    retries, the error says so and names --no-stream (not the URL or the key)."""
+    profile = Profile("plain", "gpt-4o-mini", ignores_stream="text/plain")
+    with ScriptedServer([GOOD_REPLY] * 3, profile=profile) as server:
+        batch = provider(server, profile.model, max_retries=1).propose(context(problem))
+    call = batch.calls[0]
+    assert call.error is not None and "no stream events" in call.error and "--no-stream" in call.error, call.error
+    assert call.attempts == 2
+
+
 def test_the_deadline_covers_a_whole_slow_stream(problem) -> None:
     slow = {"chunk_delay": 0.05, "reply": GOOD_REPLY}
     with ScriptedServer([slow, slow], profile=None) as server:

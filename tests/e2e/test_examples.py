@@ -59,7 +59,8 @@ def test_fused_cpu_candidates_verify_and_beat_their_baselines(folder: Path, tmp_
         verdict.status == "flagged" and list(verdict.flags) == [verdict.reason] and "sanity bound" in verdict.reason
     )
     assert verdict.status in ("faster", "correct") or sanity_only, verdict.reason
-    assert all(c["passed"] for c in verdict.checks) and len(verdict.checks) >= 5
+    judged = [c for c in verdict.checks if c["passed"] is not None]  # a hard draw past the reference: not checked
+    assert all(c["passed"] for c in judged) and len(judged) >= 5
     assert verdict.speedup is not None and verdict.speedup > 1.2, verdict.speedup  # each is 2x or more at 10 rounds
 
 

@@ -236,6 +236,8 @@ def test_search_provider_tunes_and_stores(tmp_path: Path) -> None:
     result, _ = optimize(tmp_path, "--rounds", "1", "--samples", "1")
     kernel = result["kernels"][0]
     assert kernel["status"] in ("improved", "no_gain") and kernel["baseline_ms"] > 0
+    wal = tmp_path / "runs.db-wal"  # the run is in runs.db itself: a copy of that file alone holds it
+    assert not wal.exists() or wal.stat().st_size == 0, f"{wal.stat().st_size} bytes left in the WAL"
     notes = [r[0] for r in rows(tmp_path / "runs.db", "select note from candidates where origin = 'search'")]
     assert notes == ["CHUNK=256"]
     verdicts = [json.loads(r[0]) for r in rows(tmp_path / "runs.db", "select verdict from evaluations")]

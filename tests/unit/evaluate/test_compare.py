@@ -170,3 +170,71 @@ def test_the_same_dtype_comparison_doubles_the_tolerances_and_skips_the_precisio
     assert compare_same_dtype((torch.ones(64) + 1.5e-4,), base, tol).passed  # within 2x, beyond 1x
     assert not compare((torch.ones(64) + 1.5e-4,), base, base, tol).passed
     assert not compare_same_dtype((torch.ones(64) + 3e-4,), base, tol).passed
+
+
+# --- a same-dtype reference that is not finite where the gold is (a naive float32 log-sum-exp overflowing) ------
+
+LOOSE = Tolerance(1e-2, 1e-2, 1e-2)
+
+
+def _overflowing_lse(rows: int = 8) -> tuple[torch.Tensor, tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+    """Rows 0..rows-1 hold logits near 100: exp overflows float32 there, so the naive reference is inf."""
+    x = torch.randn(64, 128, generator=torch.Generator().manual_seed(3)) * 4
+    x[:rows] += 100
+    return x, (torch.logsumexp(x.double(), -1),), (torch.log(torch.exp(x).sum(-1)),)
+
+
+def _half_lse(x: torch.Tensor) -> torch.Tensor:
+    """A stable log-sum-exp computed in half precision: within a loose tolerance, far past float32's rounding."""
+    h = x.half()
+    m = h.max(-1).values
+    return (m + torch.log(torch.exp(h - m[:, None]).sum(-1))).float()
+
+
+def test_an_overflowing_reference_does_not_switch_the_precision_rule_off() -> None:
+    x, gold, base = _overflowing_lse()
+    assert not torch.isfinite(base[0]).all() and torch.isfinite(gold[0]).all()
+    result = compare(_half_lse(x), gold, base, LOOSE)
+    assert not result.passed and result.mismatch.check == "precision", result.mismatch
+    assert "8 element(s) where the same-dtype reference is not finite" in result.mismatch.message
+    assert result.reference_nonfinite == 8 and result.base_max_abs_error < 1e-3  # its finite rows' error only
+
+
+def test_an_exact_candidate_passes_where_the_reference_overflowed_and_the_count_is_stated() -> None:
+    x, gold, base = _overflowing_lse(rows=5)
+    result = compare(torch.logsumexp(x, -1), gold, base, FP32)
+    assert result.passed, result.mismatch
+    assert result.reference_nonfinite == 5 and result.details[0]["reference_nonfinite"] == 5
+
+
+def test_a_reference_nan_does_not_widen_the_norm_rule() -> None:
+    """Near-zero outputs fail the norm rule; a NaN in the reference (inf - inf) must not lift its bound."""
+    gold = (torch.full((1000,), 1e-5, dtype=torch.float64),)
+    base = gold[0].float().clone()
+    base[:3] = float("nan")
+    result = compare(torch.zeros(1000), gold, (base,), Tolerance(1e-4, 1e-4, 1e-2), precision=False)
+    assert not result.passed and result.mismatch.check == "norm", result.mismatch
+    assert "3 element(s) where the same-dtype reference is not finite" in result.mismatch.message
+
+
+def test_a_reference_overflow_beside_a_non_finite_gold_does_not_widen_either_rule() -> None:
+    """The chunk with a non-finite gold takes the masked path: a reference inf elsewhere in it still counts as no
+    allowance (it once became |gold| there, a bound as large as the output)."""
+    x, gold, base = _overflowing_lse()
+    gold = (gold[0].clone(),)
+    gold[0][-1] = float("inf")
+    base = (base[0].clone(),)
+    base[0][-1] = float("inf")
+    out = _half_lse(x)
+    out[-1] = float("inf")
+    result = compare(out, gold, base, LOOSE)
+    assert not result.passed and result.mismatch.check == "precision", result.mismatch
+
+
+def test_a_reference_not_finite_anywhere_leaves_the_gold_alone_to_judge() -> None:
+    x, gold, base = _overflowing_lse(rows=64)
+    assert not torch.isfinite(base[0]).any()
+    assert compare(torch.logsumexp(x, -1), gold, base, FP32).passed
+    off = torch.logsumexp(x, -1) * (1 + 1e-3)
+    failed = compare(off, gold, base, FP32)
+    assert not failed.passed and failed.mismatch.check == "allclose"

@@ -34,9 +34,9 @@ def test_check_shapes_get_every_seed_and_benchmark_shapes_fewer() -> None:
     plan = check_plan(plan_problem(dtypes=["float32", "bfloat16"]), seeds_per_shape=5, bench_seeds=2)
     counts = Counter((case.dtype, case.shape) for case in plan)
     assert counts == {
-        (d, s): n for d in ("float32", "bfloat16") for s, n in (((1, 1), 5), ((3, 17), 5), ((256, 2048), 2))
-    }
-    assert [case.shape for case in plan[:12]] == [(1, 1)] * 5 + [(3, 17)] * 5 + [
+        (d, s): n for d in ("float32", "bfloat16") for s, n in (((1, 1), 7), ((3, 17), 7), ((256, 2048), 2))
+    }  # each check shape: its seeds and the two hard draws
+    assert [case.shape for case in plan[:16]] == [(1, 1)] * 7 + [(3, 17)] * 7 + [
         (256, 2048)
     ] * 2  # cheap failures first
     assert len({case.seed for case in plan}) == len(plan)  # a fresh secret seed for every case
@@ -48,8 +48,8 @@ def test_each_shape_sees_every_distribution_in_turn() -> None:
     for case in plan:
         by_shape.setdefault(case.shape, []).append(case.distribution)
     assert by_shape == {
-        (1, 1): ["normal", "uniform", "normal"],
-        (3, 17): ["normal", "uniform", "normal"],
+        (1, 1): ["normal", "uniform", "normal", "large", "offset"],
+        (3, 17): ["normal", "uniform", "normal", "large", "offset"],
         (256, 2048): ["normal", "uniform"],
     }
 
@@ -57,7 +57,7 @@ def test_each_shape_sees_every_distribution_in_turn() -> None:
 def test_a_problem_without_check_shapes_checks_its_benchmark_shapes_fully() -> None:
     """Otherwise the only cases would be the two benchmark seeds."""
     plan = check_plan(plan_problem(check_shapes=[]), seeds_per_shape=5, bench_seeds=2)
-    assert [case.shape for case in plan] == [(256, 2048)] * 5
+    assert [case.shape for case in plan] == [(256, 2048)] * 7
     assert plan[0].label() == "shape=[256, 2048] dtype=float32 inputs=normal"
 
 
@@ -79,3 +79,48 @@ def test_references_are_a_float64_gold_and_a_same_dtype_base() -> None:
     )
     (meta,) = maker.reference_meta(inputs)
     assert meta.device.type == "meta" and meta.shape == (3, 17)
+
+
+# --- the hard draws: the problem's own inputs moved to where formulas break ------------------------------------
+
+
+def _maker() -> CaseMaker:
+    return CaseMaker(load_problem(SOFTMAX), "cpu")
+
+
+def test_the_large_draw_overflows_an_unshifted_softmax_and_not_the_reference() -> None:
+    from kernel_agent.problem.oracle import LARGE_PAST_EXP
+
+    (x,) = _maker().inputs((37, 130), "float32", "large", 11)
+    assert abs(float(x.abs().max()) - LARGE_PAST_EXP * 88.72) < 0.1  # past exp's float32 range, not far past
+    naive = torch.exp(x) / torch.exp(x).sum(-1, keepdim=True)
+    assert not torch.isfinite(naive).all() and torch.isfinite(torch.softmax(x, -1)).all()
+
+
+def test_the_offset_draw_makes_e_x2_minus_e_x_squared_cancel_and_not_a_two_pass_variance() -> None:
+    (x,) = _maker().inputs((37, 130), "float32", "offset", 12)
+    gold = torch.var(x.double(), -1, unbiased=False)
+    naive = (x * x).mean(-1) - x.mean(-1) ** 2
+    d = x - x.mean(-1, keepdim=True)
+    two_pass = (d * d).mean(-1)
+    assert float(((naive.double() - gold).abs() / gold).max()) > 1e-3  # well past float32's rtol 1e-4
+    assert float(((two_pass.double() - gold).abs() / gold).max()) < 1e-5
+
+
+def test_hard_draws_leave_integers_and_masks_alone_and_differ_by_seed() -> None:
+    from kernel_agent.problem.oracle import hardened
+
+    mask = torch.tensor([0.0, 1.0, 1.0, 0.0])
+    index = torch.arange(5)
+    assert torch.equal(hardened(mask, "large", 1e-4), mask) and torch.equal(hardened(index, "offset", 1e-4), index)
+    assert torch.equal(hardened(torch.zeros(3), "large", 1e-4), torch.zeros(3))
+    maker = _maker()
+    first, second = maker.inputs((3, 17), "float32", "large", 1)[0], maker.inputs((3, 17), "float32", "large", 2)[0]
+    assert not torch.equal(first, second)
+
+
+def test_a_hard_case_names_what_it_did_in_its_label() -> None:
+    plan = check_plan(plan_problem(), seeds_per_shape=2)
+    labels = [case.label() for case in plan if case.hard]
+    assert len(labels) == 4 and "inputs=large (scaled to the edge of exp's range" in labels[0]
+    assert "inputs=offset (shifted far from zero" in labels[1]
