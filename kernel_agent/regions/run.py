@@ -49,6 +49,7 @@ class RegionsPlan:
     time_shares: bool = True
     index_dist: str = "uniform"  # or zipf:A, for the index inputs of embedding regions
     ceilings: Any = None  # measure.profile.Ceilings the CLI read from the database; None: measured here
+    device: str = "cpu"  # where the shares are timed: cpu (host clock around each op) or cuda (kernel device time)
 
 
 @dataclass
@@ -352,15 +353,18 @@ def _time(
     outcome: RegionsOutcome,
     progress: Callable[[str], None],
 ) -> None:
-    from kernel_agent.measure.profile import WorkCounts, measure_ceilings, roofline
+    from kernel_agent.measure.ceilings import measure_ceilings
+    from kernel_agent.measure.roofline import roofline
+    from kernel_agent.measure.work import WorkCounts
 
     ceilings = plan.ceilings
     if ceilings is None:
         progress("measuring this machine's ceilings")
-        ceilings = measure_ceilings("cpu", budget_s=1.0)
+        ceilings = measure_ceilings(plan.device, budget_s=1.0)
+    timer = rank.time_capture_cuda if plan.device == "cuda" else rank.time_capture
     for k, cap in enumerate(caps):
-        progress(f"timing {cap.label}: {plan.rounds} rounds of the replayed forward")
-        timing = rank.time_capture(cap, case.model, case.inputs[cap.label], plan.rounds)
+        progress(f"timing {cap.label}: {plan.rounds} rounds of the replayed forward on {plan.device}")
+        timing = timer(cap, case.model, case.inputs[cap.label], plan.rounds)
         ratio = timing.replay_s / max(timing.eager_s, 1e-12)
         outcome.timing[cap.label] = {
             "suspect": None
@@ -379,9 +383,9 @@ def _time(
                 region.share[cap.label] = [f, lo, hi]
             counts = _work(chosen, k)
             region.flops[cap.label], region.bytes[cap.label] = counts
-            floor = roofline(WorkCounts(counts[0] or None, counts[1], None, "flop_counter"), ceilings, "float32")[
-                "floor_ms"
-            ]
+            floor = roofline(
+                WorkCounts(counts[0] or None, counts[1], None, "flop_counter"), ceilings, "float32"
+            ).floor_ms
             if floor and floor > 0:
                 region.headroom[cap.label] = max(1.0, region.seconds[cap.label] * 1e3 / floor)
 
