@@ -157,7 +157,8 @@ def time_capture_cuda(cap: Capture, model: torch.nn.Module, inputs: tuple, round
             torch.cuda.synchronize()
     per_op, eager = device_rounds(_ranges(prof.events()), rounds, len(cap.ops))
     totals = sorted(sum(r) for r in per_op)
-    return Timing(cap.label, per_op, totals[len(totals) // 2], sorted(eager)[len(eager) // 2], None)
+    none = "the profiler recorded no kernel time (is CUPTI available to torch.profiler?)" if not totals[-1] else None
+    return Timing(cap.label, per_op, totals[len(totals) // 2], sorted(eager)[len(eager) // 2], none)
 
 
 def _ranges(events: Iterable[Any]) -> Iterable[tuple[str, float]]:

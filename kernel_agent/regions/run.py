@@ -364,7 +364,11 @@ def _time(
     timer = rank.time_capture_cuda if plan.device == "cuda" else rank.time_capture
     for k, cap in enumerate(caps):
         progress(f"timing {cap.label}: {plan.rounds} rounds of the replayed forward on {plan.device}")
-        timing = timer(cap, case.model, case.inputs[cap.label], plan.rounds)
+        try:
+            timing = timer(cap, case.model, case.inputs[cap.label], plan.rounds)
+        except (RuntimeError, NotImplementedError) as exc:  # an op the device lacks, out of memory: one line
+            outcome.errors.append(f"{cap.label}: timing on {plan.device} failed, no shares: {str(exc).splitlines()[0]}")
+            continue
         ratio = timing.replay_s / max(timing.eager_s, 1e-12)
         outcome.timing[cap.label] = {
             "suspect": None
