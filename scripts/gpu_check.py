@@ -11,6 +11,8 @@ Sections, in order (each budget in seconds from GPU_CHECK_<SECTION>_BUDGET):
   tune         tune + selector report for the Triton matmul family, then the softmax family (scripts/gpu_tune.py)
   kernelbench  five KernelBench level-1 files at their published sizes, honest candidates, per data path
   profiles     device ceilings and the profile of two Triton examples (kernel-agent profile)
+  regions      kernel-agent regions on the bundled DLRM (and the tiny Llama where transformers imports) at
+               GPU_CHECK_REGIONS_SIZE (small), shares as kernel device time, then regions --check on its problems
 --dry-run runs every section on this CPU with CPU counterparts (the Triton interpreter, a C++ family, CPU
 problems) and exits 1 if a step broke for a reason of the script's own (a usage error, a traceback, no output).
 """
@@ -30,7 +32,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PY = os.environ.get("PYTHON", sys.executable)
 PATHS = ("host", "device")
-BUDGETS = {"controls": 150, "fixtures": 110, "examples": 80, "tune": 60, "kernelbench": 40, "profiles": 30}
+BUDGETS = {
+    "controls": 150,
+    "fixtures": 110,
+    "examples": 80,
+    "tune": 60,
+    "kernelbench": 40,
+    "profiles": 30,
+    "regions": 90,
+}
 MIN_STEP_S = 10  # a step is not started with less of its section's budget left than this
 
 

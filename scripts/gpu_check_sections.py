@@ -174,6 +174,88 @@ def profiles(check: Check) -> None:
         check.rows.append(Row("profiles", f"profile {problem.name}", "host", "done", "", "", note, done[1]))
 
 
+REGION_RECIPES = {"dlrm": "examples/models/dlrm.py:build", "tiny_llama": "examples/models/tiny_llama.py:build"}
+
+
+def regions(check: Check) -> None:
+    """`kernel-agent regions` on the bundled DLRM (and the tiny Llama where transformers imports) with the shares
+    timed on the device, then `regions --check` on what it wrote; on a dry run the same on the CPU, smallest size."""
+    device = "cpu" if check.dry else "cuda"
+    size = "tiny" if check.dry else os.environ.get("GPU_CHECK_REGIONS_SIZE", "small")
+    recipes = ["dlrm"]
+    probe = subprocess.run([PY, "-c", "import transformers"], capture_output=True, text=True, env=environment())
+    if probe.returncode == 0:
+        recipes.append("tiny_llama")
+    else:
+        note = "transformers is not importable here: the DLRM recipe alone"
+        check.rows.append(Row("regions", "tiny_llama", device, "skipped", note=note))
+    for name in recipes:
+        out = check.out / f"gpu-regions-{name}"
+        argv = [PY, "-m", "kernel_agent", "regions", REGION_RECIPES[name], "--size", size, "--device", device]
+        argv += ["--out", str(out), "--rounds", "3" if check.dry else "10", "--json"]
+        done = check.step(f"regions {name} --size {size}", device, argv, check.left())
+        if done is None:
+            continue
+        data = json.loads(done[0][done[0].index("{") :])
+        check.rows += region_rows(data, name, device, done[1])
+        check.failed += region_failures(data, name, device, check.dry)
+        argv = [PY, "-m", "kernel_agent", "regions", "--check", str(out), "--json"]
+        checked = check.step(f"regions {name} --check", device, argv, check.left())
+        if checked is not None:
+            results = json.loads(checked[0][checked[0].index("{") :])["checked"]
+            bad = [r for r in results if not r["passed"]]
+            row = Row("regions", f"{name} --check", device, f"{len(results) - len(bad)} of {len(results)} passed")
+            row.seconds = checked[1]
+            check.rows.append(row)
+            check.failed += [f"regions: {name} --check {r['folder']}: {r['reason'][:120]}" for r in bad]
+
+
+def region_rows(data: dict, name: str, device: str, seconds: float) -> list[Row]:
+    """Per shape label: regions found, selected and emitted, coverage, the model's bound and the forward's time;
+    then each emitted region's share per label with its interval."""
+    regions_ = data["regions"]
+    selected = sum(r["selected"] > 0 for r in regions_)
+    emitted = [r for r in regions_ if r["emitted"]]
+    status = f"{len(regions_)} found, {selected} selected, {len(emitted)} emitted"
+    found = []
+    for c in data["captures"]:
+        label, t = c["label"], data["timing"].get(c["label"], {})
+        b = data["bound"].get(label)
+        note = f"{c['mode']} capture, {c['ops']} ops; "
+        if label in data["coverage"] and b:
+            note += f"coverage {data['coverage'][label]:.1%}; bound {fmt(b['2x'])}x at 2x, "
+            note += f"{fmt(b['roofline'])}x at the roofline, {fmt(b['infinity'])}x at infinity; "
+        else:
+            note += "no shares" + (f" ({t['refused'][:60]})" if t.get("refused") else "") + "; "
+        if t:
+            note += f"replay {t['replay_ms']} ms, eager {t['eager_ms']} ms"
+        found.append(Row("regions", f"{name} {label}", device, status, note=note.replace("|", "/"), seconds=seconds))
+    for r in emitted:
+        shares = ", ".join(
+            "{} {:.1f}% [{:.1f}, {:.1f}]".format(label, *(100 * x for x in v)) for label, v in r["share"].items()
+        )
+        note = f"share {shares or '-'}; {r['count']} instance(s), {r['selected']} selected"
+        found.append(Row("regions", f"{name} {r['slug']}_{r['id']}", device, "emitted", note=note))
+    return found
+
+
+def region_failures(data: dict, name: str, device: str, dry: bool) -> list[str]:
+    """What did not end as planned: errors, selected regions not emitted, and (on a GPU) labels with no shares
+    or a replay whose device time is not the eager forward's."""
+    failed = [f"regions: {name}: {e[:160]}" for e in data["errors"]]
+    for r in data["regions"]:
+        if r["selected"] and not r["emitted"] and "not emitted:" in r["status"]:
+            if "--min-share" not in r["status"] and "--top" not in r["status"]:
+                failed.append(f"regions: {name} {r['slug']}_{r['id']} {r['status'][:140]}")
+    for c in [] if dry else data["captures"]:
+        t = data["timing"].get(c["label"], {})
+        if c["label"] not in data["coverage"]:
+            failed.append(f"regions: {name} {c['label']} ({device}): no shares measured")
+        if t.get("suspect"):
+            failed.append(f"regions: {name} {c['label']} ({device}): {t['suspect']}")
+    return failed
+
+
 SECTIONS = {
     "controls": controls,
     "fixtures": fixtures,
@@ -181,6 +263,7 @@ SECTIONS = {
     "tune": tune,
     "kernelbench": kernelbench,
     "profiles": profiles,
+    "regions": regions,
 }
 
 

@@ -19,7 +19,11 @@ def regions_command(
         None, help="FILE.py:FACTORY or MODULE:FACTORY returning a kernel_agent ModelCase (the one e2e takes)."
     ),
     size: str = typer.Option("small", "--size", help="Passed to the recipe's factory (bundled: tiny, small, base)."),
-    device: str = typer.Option("cpu", "--device", help="Where the model runs: cpu (cuda: not measured here yet)."),
+    device: str = typer.Option(
+        "cpu",
+        "--device",
+        help="Where the shares are timed: cpu (host clock per op) or cuda (kernel device time from the profiler).",
+    ),
     out: Path = typer.Option(Path("regions-out"), "--out", help="Folder for problems/, kernels.toml, regions.json/md."),
     granularity: str = typer.Option(
         "auto", "--granularity", help="auto (chains, layers, leaves), module, chain (chains and groups), or op."
@@ -63,17 +67,31 @@ def regions_command(
             fail("--weights writes safetensors files: pip install safetensors (or 'kernel-agent[models]')")
     if not _index_dist_ok(index_dist):
         fail(f"--index-dist {index_dist!r}: use uniform or zipf:A with A > 0 (e.g. zipf:1.05)")
-    if device != "cpu":
-        fail(f"--device {device}: regions measures on the CPU only so far (the CUDA timing is not built)")
+    if device not in ("cpu", "cuda"):
+        fail(f"--device {device!r}: use cpu or cuda")
+    if device == "cuda" and not _cuda_here():
+        fail("--device cuda: no CUDA device here (torch.cuda.is_available() is False); use --device cpu")
     from kernel_agent.regions.run import RegionsPlan, outcome_json, run_regions
 
     ceilings = None
     if not no_timing:
         from kernel_agent.cli.ceilings import profile_ceilings
 
-        ceilings, _ = profile_ceilings(db, "cpu", None, False)  # the ones eval and optimize use, stored once
+        ceilings, _ = profile_ceilings(db, device, None, False)  # the ones eval and optimize use, stored once
     plan = RegionsPlan(
-        recipe, size, out, granularity, top, min_share, capture, rounds, weights, not no_timing, index_dist, ceilings
+        recipe,
+        size,
+        out,
+        granularity,
+        top,
+        min_share,
+        capture,
+        rounds,
+        weights,
+        not no_timing,
+        index_dist,
+        ceilings,
+        device,
     )
     with stderr.status("regions: starting") as status:
         outcome = run_regions(plan, lambda step: status.update(f"regions: {step}"))
@@ -96,6 +114,12 @@ def regions_command(
         and "--top" not in r["status"]
     ]
     raise typer.Exit(EXIT_VERDICT if lost else EXIT_OK)
+
+
+def _cuda_here() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _index_dist_ok(text: str) -> bool:

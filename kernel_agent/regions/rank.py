@@ -9,13 +9,22 @@ op) is measured with an empty call and taken off each op; the replay's total is 
 so a replay that is not the model's time is seen. As for a verdict, the rounds are refused in one line when
 other processes took the cores (`measure/contention.py`): then no share is reported, and problems are still
 written.
+
+On CUDA (`time_capture_cuda`) a host clock would time launches, not kernels: the same replay runs on the device
+under `torch.profiler` with CUDA activity, each op inside a named range, and an op's time is the device time of
+the kernels its range launched (`device_rounds` does that arithmetic on the recorded ranges). A round's total is
+the forward's device time, so a share is kernel time over kernel time; host gaps between launches are in
+neither. The eager forward is profiled the same way beside it. No contention refusal there: other processes'
+CPU use does not change how long a kernel runs on the device.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import random
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,13 +51,27 @@ def _fn(target: str) -> Any:
     return getattr(getattr(getattr(torch.ops, namespace), op), overload)
 
 
-def _real(item: Any, env: dict[int, torch.Tensor]) -> Any:
+def _real(item: Any, env: dict[int, torch.Tensor], device: torch.device | None = None) -> Any:
+    """An op's argument with its tensors read from `env` (and, given `device`, its device arguments moved
+    there: a captured `arange(..., device=cpu)` must make its tensor beside the others)."""
     if isinstance(item, Ref):
         return env[item.value]
+    if device is not None and isinstance(item, torch.device):
+        return device
     if isinstance(item, (list, tuple)):
-        return type(item)(_real(x, env) for x in item)
+        return type(item)(_real(x, env, device) for x in item)
     if isinstance(item, dict):
-        return {k: _real(v, env) for k, v in item.items()}
+        return {k: _real(v, env, device) for k, v in item.items()}
+    return item
+
+
+def _moved(item: Any, device: torch.device) -> Any:
+    if isinstance(item, torch.Tensor):
+        return item.to(device)
+    if isinstance(item, (list, tuple)):
+        return type(item)(_moved(x, device) for x in item)
+    if isinstance(item, dict):
+        return {k: _moved(v, device) for k, v in item.items()}
     return item
 
 
@@ -92,6 +115,76 @@ def time_capture(cap: Capture, model: torch.nn.Module, inputs: tuple, rounds: in
     busy = contention(before, after, 0, cores).refusal()
     totals = sorted(sum(r) for r in per_op)
     return Timing(cap.label, per_op, totals[len(totals) // 2], sorted(eager)[len(eager) // 2], busy)
+
+
+OP_RANGE = "ka.op"  # the profiler range around one replayed op: ka.op.ROUND.INDEX
+EAGER_RANGE = "ka.eager"  # around one eager forward: ka.eager.ROUND
+
+
+def time_capture_cuda(cap: Capture, model: torch.nn.Module, inputs: tuple, rounds: int) -> Timing:
+    """Replay the capture on the CUDA device `rounds` times (after one warm round) under the profiler, and the
+    eager forward as many times; per op and per forward, the device time of the kernels they launched."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    device = torch.device("cuda")
+    calls = [(_fn(op.target), op) for op in cap.ops if op.target.count(".") == 2]
+    base = {v: t.to(device) for v, t in cap.tensors.items() if cap.values[v].producer is None}
+    on_device, moved = copy.deepcopy(model).to(device), _moved(tuple(inputs), device)
+
+    def once(round_: int | None) -> None:
+        env = dict(base)
+        for fn, op in calls:
+            args, kwargs = _real(op.args, env, device), _real(op.kwargs, env, device)
+            if round_ is None:
+                result = fn(*args, **kwargs)
+            else:
+                with record_function(f"{OP_RANGE}.{round_}.{op.index}"):
+                    result = fn(*args, **kwargs)
+            items = result if op.tuple_out else [result]
+            for vid, item in zip(op.outputs, items):
+                if vid is not None:
+                    env[vid] = item
+
+    with torch.no_grad():
+        once(None)
+        on_device(*moved)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for r in range(rounds):
+                once(r)
+                with record_function(f"{EAGER_RANGE}.{r}"):
+                    on_device(*moved)
+            torch.cuda.synchronize()
+    per_op, eager = device_rounds(_ranges(prof.events()), rounds, len(cap.ops))
+    totals = sorted(sum(r) for r in per_op)
+    none = "the profiler recorded no kernel time (is CUPTI available to torch.profiler?)" if not totals[-1] else None
+    return Timing(cap.label, per_op, totals[len(totals) // 2], sorted(eager)[len(eager) // 2], none)
+
+
+def _ranges(events: Iterable[Any]) -> Iterable[tuple[str, float]]:
+    """(range name, device microseconds) of this module's ranges: their host-side events, whose device time
+    counts the kernels launched by everything inside them (the device-side copies of a range are skipped)."""
+    from torch.autograd import DeviceType
+
+    for ev in events:
+        if ev.name.startswith("ka.") and ev.device_type == DeviceType.CPU:
+            yield ev.name, float(getattr(ev, "device_time_total", 0.0))
+
+
+def device_rounds(
+    ranges: Iterable[tuple[str, float]], rounds: int, n_ops: int
+) -> tuple[list[list[float]], list[float]]:
+    """From the recorded ranges (name, device microseconds): each round's device seconds per op, and each eager
+    forward's device seconds. A range seen twice adds up; an op with no range (not replayed) reads 0."""
+    per_op = [[0.0] * n_ops for _ in range(rounds)]
+    eager = [0.0] * rounds
+    for name, micros in ranges:
+        parts = name.split(".")
+        if name.startswith(OP_RANGE + ".") and len(parts) == 4:
+            per_op[int(parts[2])][int(parts[3])] += micros * 1e-6
+        elif name.startswith(EAGER_RANGE + ".") and len(parts) == 3:
+            eager[int(parts[2])] += micros * 1e-6
+    return per_op, eager
 
 
 def share(timing: Timing, ops: set[int]) -> tuple[float, float, float]:

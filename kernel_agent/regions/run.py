@@ -49,6 +49,7 @@ class RegionsPlan:
     time_shares: bool = True
     index_dist: str = "uniform"  # or zipf:A, for the index inputs of embedding regions
     ceilings: Any = None  # measure.profile.Ceilings the CLI read from the database; None: measured here
+    device: str = "cpu"  # where the shares are timed: cpu (host clock around each op) or cuda (kernel device time)
 
 
 @dataclass
@@ -359,10 +360,15 @@ def _time(
     ceilings = plan.ceilings
     if ceilings is None:
         progress("measuring this machine's ceilings")
-        ceilings = measure_ceilings("cpu", budget_s=1.0)
+        ceilings = measure_ceilings(plan.device, budget_s=1.0)
+    timer = rank.time_capture_cuda if plan.device == "cuda" else rank.time_capture
     for k, cap in enumerate(caps):
-        progress(f"timing {cap.label}: {plan.rounds} rounds of the replayed forward")
-        timing = rank.time_capture(cap, case.model, case.inputs[cap.label], plan.rounds)
+        progress(f"timing {cap.label}: {plan.rounds} rounds of the replayed forward on {plan.device}")
+        try:
+            timing = timer(cap, case.model, case.inputs[cap.label], plan.rounds)
+        except (RuntimeError, NotImplementedError) as exc:  # an op the device lacks, out of memory: one line
+            outcome.errors.append(f"{cap.label}: timing on {plan.device} failed, no shares: {str(exc).splitlines()[0]}")
+            continue
         ratio = timing.replay_s / max(timing.eager_s, 1e-12)
         outcome.timing[cap.label] = {
             "suspect": None

@@ -4,6 +4,7 @@ device step, so a lent GPU's few minutes are never lost to a shell, import or ar
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -30,6 +31,13 @@ def test_the_gpu_check_runs_end_to_end_on_the_cpu(tmp_path) -> None:
     assert "| tune | tune + select report cpp_row_softmax | host | done |" in table, table
     assert "| kernelbench | kb_rowloop.py kb_rowloop_new.py | host | correct |" in table, table
     assert "| profiles | profile cpp_softmax | host | done |" in table, table
+    assert "| regions | dlrm b16 | cpu | 40 found, 4 selected, 4 emitted |" in table, table
+    assert "| regions | dlrm --check | cpu | 4 of 4 passed |" in table, table
+    assert table.count("| regions | dlrm ") == 7 and "coverage" in table and "share b16 " in table, table
+    if importlib.util.find_spec("transformers") is not None:  # else a skipped row says the DLRM ran alone
+        assert "| regions | tiny_llama --check | cpu | 7 of 7 passed |" in table, table
+    else:
+        assert "| regions | tiny_llama | cpu | skipped |" in table, table
     assert "Nothing failed." in table, table
     assert (tmp_path / "gpu-check-verdicts.jsonl").read_text().count("\n") == 3  # 2 examples, 1 KernelBench
     assert "| selector |" in next(tmp_path.glob("gpu-tune-cpp_row_softmax.md")).read_text()

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from kernel_agent.regions.checks import CheckFailed, check_folder
 from kernel_agent.regions.run import RegionsPlan, run_regions
 
 RECIPE = str(Path(__file__).with_name("small_recipe.py"))
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -152,3 +156,41 @@ def test_the_trace_capture_gives_the_same_cut_as_the_export(first: Path, tmp_pat
         return sorted((r["kind"], r["selected"], r["instances"][0]) for r in data["regions"] if r["emitted"])
 
     assert cut(traced) == cut(exported)
+
+
+BLOCKED = """
+import runpy, sys
+for name in sys.argv[1].split(","):
+    sys.modules[name] = None  # any import of them now fails, as on the GPU machine
+sys.argv = ["kernel-agent", *sys.argv[2:]]
+runpy.run_module("kernel_agent", run_name="__main__")
+"""
+
+
+def _cli(blocked: str, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-c", BLOCKED, blocked, "regions", *args]
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with CUDA accepts --device cuda")
+def test_device_cuda_is_refused_in_one_line_without_cuda(tmp_path: Path) -> None:
+    proc = _cli("none", f"{RECIPE}:build", "--device", "cuda", "--out", str(tmp_path))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == (
+        "error: --device cuda: no CUDA device here (torch.cuda.is_available() is False); use --device cpu"
+    )
+    assert not (tmp_path / "regions.json").exists()
+
+
+def test_regions_runs_without_database_llm_or_transformers_packages(tmp_path: Path) -> None:
+    """The GPU machine lacks sqlalchemy, alembic and openai, and may lack transformers: the DLRM recipe still
+    runs (ceilings measured, not stored), and the Llama recipe fails in one line."""
+    no_db = "sqlalchemy,alembic,openai,transformers"
+    proc = _cli(no_db, "examples/models/dlrm.py:build", "--size", "tiny", "--rounds", "3", "--out", str(tmp_path / "d"))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "sqlalchemy is not installed: not stored" in proc.stderr
+    assert len(list((tmp_path / "d" / "problems").iterdir())) == 4
+    proc = _cli(no_db, "examples/models/tiny_llama.py:build", "--size", "tiny", "--out", str(tmp_path / "l"))
+    data = json.loads((tmp_path / "l" / "regions.json").read_text())
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(data["errors"]) == 1 and "transformers" in data["errors"][0] and "\n" not in data["errors"][0]
