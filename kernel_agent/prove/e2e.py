@@ -11,7 +11,9 @@ model's layers run) says how much the micro numbers could buy here at most.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+import tempfile
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,7 +21,7 @@ import torch
 from kernel_agent.core.certificate import Certificate
 from kernel_agent.prove.model_ab import amdahl, check_outputs, shares, time_models
 from kernel_agent.prove.recipe import ModelCase
-from kernel_agent.prove.shipped import PackageError, Shipped, tampered
+from kernel_agent.prove.shipped import PackageError, Shipped, Variant, copy_sealed, tampered
 from kernel_agent.prove.swap import swap
 
 
@@ -80,7 +82,8 @@ def _op(c: Certificate, layers: int, share: dict[str, float]) -> OpRow:
 
 
 def run_e2e(shipped: Shipped, case: ModelCase, recipe: str, device: str, rounds: int) -> E2EResult:
-    """Swap, check, share, time. Raises PackageError for a package changed after export."""
+    """Swap, check, share, time. Raises PackageError for a package changed after export, before any of it runs:
+    every file against the manifest, then the package imported from a copy made from the manifest alone."""
     variants = [v for v in shipped.variants if shipped.format == "pip" or v.name == device]
     if not variants:
         raise PackageError(f"{shipped.root}: no variant of this package was built for {device}")
@@ -88,6 +91,16 @@ def run_e2e(shipped: Shipped, case: ModelCase, recipe: str, device: str, rounds:
         changed = tampered(variant)
         if changed:
             raise PackageError(f"{variant.folder}: {changed[0]}")
+    with tempfile.TemporaryDirectory() as folder:
+        copy = Path(folder)
+        for variant in variants:
+            copy_sealed(variant, copy if shipped.format == "pip" else copy / "build")
+        return _run(replace(shipped, root=copy), variants, case, recipe, device, rounds)
+
+
+def _run(
+    shipped: Shipped, variants: list[Variant], case: ModelCase, recipe: str, device: str, rounds: int
+) -> E2EResult:
     certified = {c.kernel: c for v in variants for c in v.bundle.certificates}
     unused = {k: "the model has no layer this kernel replaces" for k in certified if k not in case.layers}
     unused |= {k: why for k, why in case.unused.items() if k in certified}
@@ -95,7 +108,7 @@ def run_e2e(shipped: Shipped, case: ModelCase, recipe: str, device: str, rounds:
     counts = {k: n for k, n in swapped.counts.items() if n}
     unused |= {k: "the model holds no instance of its layer" for k, n in swapped.counts.items() if not n}
     result = E2EResult(
-        package=str(shipped.root),
+        package=str(variants[0].folder.parent if shipped.format == "pip" else variants[0].folder.parents[1]),
         package_name=shipped.package,
         format=shipped.format,
         recipe=recipe,
