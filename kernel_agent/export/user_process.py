@@ -12,15 +12,18 @@ sees is caught.
 
 Why it must not run as this process: the code is a candidate's, and as root with the venv writable one `.pth`
 file in site-packages would control every later verdict. As root it runs as an unused uid of the user range (not
-the sandbox's 65534, which is itself a sign of evaluation), in a mount namespace of its own when the interpreter
-sits under a private folder (sandbox/host/reveal.py shows it the needed trees, read-only); whatever that uid
-leaves in the shared temp folders is swept. As another user it runs as that user (THREATS names the gap).
+the sandbox's 65534, which is itself a sign of evaluation; drawn afresh for each run, so whatever runs or lies
+about as that uid afterwards is this run's: killed and swept from the shared temp folders at the end), in a mount
+namespace of its own when the interpreter sits under a private folder (sandbox/host/reveal.py shows it the
+needed trees, read-only). As another user it runs as that user (THREATS names the gap).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
+import secrets
 import select
 import shutil
 import signal
@@ -38,6 +41,7 @@ from kernel_agent.sandbox.host.sweep import sweep
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "DATABASE_URL", "CREDENTIAL")
 TOOL_WORDS = ("kernel-agent", "kernel_agent", "KERNEL_AGENT")
 FRAME = struct.Struct("<Q")
+USER_UIDS = range(2000, 60000)  # ordinary accounts' uids, clear of the first few a machine hands out
 MAX_FRAME = 4 << 30
 
 # The driver's half of the protocol, shared by every main.py: frames of (u64 length, bytes) on its own copies
@@ -111,12 +115,16 @@ def user_env(folder: Path) -> dict[str, str]:
 
 
 def user_uid() -> int | None:
-    """As root: the first uid of the user range (1000 up) with no account here, for a run that owns nothing
-    outside its folder; None when not root (the run keeps this process's uid)."""
+    """As root: a uid of the user range with no account here, drawn at random for each run so that no other run
+    (another export beside this one) shares it and everything it owns is this run's; None when not root (the
+    run keeps this process's uid)."""
     if os.geteuid() != 0:
         return None
-    taken = {entry.pw_uid for entry in pwd.getpwall()}
-    return next(uid for uid in range(1000, 60000) if uid not in taken and uid != SANDBOX_UID)
+    taken = {entry.pw_uid for entry in pwd.getpwall()} | {SANDBOX_UID}
+    while True:
+        uid = secrets.choice(USER_UIDS)
+        if uid not in taken:
+            return uid
 
 
 def _privileges(uid: int | None) -> list[str]:
@@ -125,9 +133,34 @@ def _privileges(uid: int | None) -> list[str]:
     if uid is None:
         return []
     hidden = [str(p) for p in needed_read_paths() if not traversable(p)]
+    if hidden and not _mount_namespaces():
+        raise UserProcessError(
+            f"cannot run as an unprivileged user here: {hidden[0]} sits below a private folder and this machine "
+            "allows no mount namespace to show it (make the folders above it o+x, or run kernel-agent as a user)"
+        )
     reveal = ["unshare", "--mount", sys.executable, "-I", "-S", str(_reveal_script()), *hidden, "--"]
     setpriv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all"]
     return (reveal if hidden else []) + setpriv + ["--bounding-set=-all", "--no-new-privs"]
+
+
+@functools.cache
+def _mount_namespaces() -> bool:
+    try:
+        return subprocess.run(["unshare", "--mount", "true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def kill_uid(uid: int) -> None:
+    """Kill every process of `uid` (a run's own uid: what it started, escaped from its process group too)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid == uid:
+                os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, ValueError):
+            continue
 
 
 def _reveal_script() -> Path:
@@ -181,7 +214,11 @@ class UserProcess:
         if self.uid is not None:
             for path in (self.folder, *self.folder.rglob("*")):
                 os.chown(path, self.uid, self.uid, follow_symlinks=False)
-        self._start()
+        try:
+            self._start()
+        except BaseException:
+            self._remove()
+            raise
         return self
 
     def _start(self) -> None:
@@ -273,6 +310,7 @@ class UserProcess:
             except (ProcessLookupError, PermissionError):
                 pass
         if self.uid is not None:
+            kill_uid(self.uid)
             sweep(self.uid, self.started)
         self._remove()
 
