@@ -41,6 +41,8 @@ from kernel_agent.export.user_process import UserProcess
 from kernel_agent.problem.load import load_problem
 from kernel_agent.prove.shipped import open_package, tampered
 
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "export_fixtures"
 RECIPE = f"{ROOT / 'examples' / 'models' / 'cpu_transformer.py'}:build"
