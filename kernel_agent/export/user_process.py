@@ -127,12 +127,13 @@ def user_uid() -> int | None:
             return uid
 
 
-def _privileges(uid: int | None) -> list[str]:
+def privileges(uid: int | None, extra: tuple[Path, ...] = ()) -> list[str]:
     """The launch prefix for `uid`: a mount namespace that reveals trees under a private folder (only when one
-    hides them), then the switch to the uid with no capabilities left."""
+    hides them: the interpreter, site-packages, this package, `extra`), then the switch to the uid with no
+    capabilities left."""
     if uid is None:
         return []
-    hidden = [str(p) for p in needed_read_paths() if not traversable(p)]
+    hidden = [str(p) for p in needed_read_paths(extra) if not traversable(p)]
     if hidden and not _mount_namespaces():
         raise UserProcessError(
             f"cannot run as an unprivileged user here: {hidden[0]} sits below a private folder and this machine "
@@ -230,7 +231,7 @@ class UserProcess:
         # and kernel-agent is no ancestor the code can read. (A background job's stdin is /dev/null unless it
         # is given another descriptor: the pipe goes through `saved`.)
         run = f"{_quote([sys.executable, 'main.py'])} {status_w}>&-; echo $? >&{status_w}"
-        inner = _quote([*_privileges(self.uid), shell, "-c", run])  # each step execs the next: one process
+        inner = _quote([*privileges(self.uid), shell, "-c", run])  # each step execs the next: one process
         saved = status_w + 1  # the outer shell's only descriptors are 0, 1, 2 and status_w
         stderr = os.open(self.stderr_path, os.O_WRONLY | os.O_APPEND)
         try:

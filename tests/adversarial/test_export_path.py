@@ -14,6 +14,7 @@ evaluation.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -75,14 +76,17 @@ def certificate() -> Certificate:
     )
 
 
-def exported(out: Path, fmt: Format) -> Path:
-    """A package of the softmax64 winner, written by the exporter's own writers."""
+HONEST = "import torch\n\n\ndef kernel(x):\n    return torch.softmax(x, dim=-1)\n"
+
+
+def exported(out: Path, fmt: Format, source: str = HONEST, name: str = "softmax64") -> Path:
+    """A package of a softmax winner, written by the exporter's own writers."""
     k = ExportedKernel(
-        name="softmax64",
-        problem="softmax64",
+        name=name,
+        problem=name,
         run_id=1,
         candidate_id=2,
-        source="import torch\n\n\ndef kernel(x):\n    return torch.softmax(x, dim=-1)\n",
+        source=source,
         reference_source=(SOFTMAX / "problem.py").read_text(),
         backend="torch",
         verified=[("cpu", "float32")],
@@ -100,7 +104,7 @@ def exported(out: Path, fmt: Format) -> Path:
         review="",
         reverified="3/3 checks passed",
         baseline_source=(SOFTMAX / "kernel.py").read_text(),
-        evidence=certificate(),
+        evidence=dataclasses.replace(certificate(), kernel=name, problem=name),
     )
     write_package(out, NAME, [1], [k], [], fmt)
     return out
@@ -334,3 +338,30 @@ def test_what_a_sandbox_leaves_in_the_shared_temp_folders_is_gone_after_its_eval
     assert verdict.correct, verdict.reason
     left = [p for base in ("/tmp", "/dev/shm", "/var/tmp") for p in Path(base).glob(f"{tag}*")]
     assert left == [], left
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as another user e2e runs in that user's process (THREATS X3)")
+def test_e2e_runs_a_sealed_package_that_writes_as_a_uid_of_its_own(tmp_path: Path) -> None:
+    """A package whose kernel writes a `.pth` into site-packages and a file into the tool's cache when imported
+    (sealed: it was exported so) runs in `e2e` swapped into the bundled model; none of its writes land."""
+    cache = Path.home() / ".cache" / "kernel-agent"
+    source = load_fixture(FIXTURES / "e_writes.py").path.read_text()
+    source = source.replace("__OUT__", str(tmp_path / "out")).replace("__CACHE__", str(cache))
+    targets = [
+        *(Path(p) / "zz_planted_by_candidate.pth" for p in sys.path if p.endswith("-packages")),
+        cache / "tolerances" / "zz_planted_by_candidate.json",
+        *(Path(p) / "zz_planted_by_candidate" for p in ("/tmp", "/dev/shm", "/var/tmp")),
+    ]
+    before = {t for t in targets if t.exists()}
+    root = exported(tmp_path / "out", Format.PIP, source, name="cpp_softmax")  # the layer the bundled model has
+    try:
+        (run,) = cli(("e2e", str(root), "--model", RECIPE, "--no-store", "--rounds", "2", "--json"))
+        assert run.returncode == 0, run.stderr[-2000:]
+        data = json.loads(run.stdout)
+        assert [op["kernel"] for op in data["ops"]] == ["cpp_softmax"] and data["package"] == str(root), data
+        landed = [str(t) for t in targets if t.exists() and t not in before]
+        assert landed == [], landed
+    finally:
+        for t in targets:
+            if t not in before:
+                t.unlink(missing_ok=True)
