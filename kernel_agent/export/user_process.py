@@ -152,6 +152,13 @@ def _mount_namespaces() -> bool:
         return False
 
 
+def end_uid(uid: int, since: float) -> None:
+    """A run's own uid at its end: every process of it killed, what it left in the shared temp folders since
+    `since` (a time.time() value) removed."""
+    kill_uid(uid)
+    sweep(uid, since)
+
+
 def kill_uid(uid: int) -> None:
     """Kill every process of `uid` (a run's own uid: what it started, escaped from its process group too)."""
     for entry in Path("/proc").iterdir():
@@ -311,8 +318,7 @@ class UserProcess:
             except (ProcessLookupError, PermissionError):
                 pass
         if self.uid is not None:
-            kill_uid(self.uid)
-            sweep(self.uid, self.started)
+            end_uid(self.uid, self.started)
         self._remove()
 
     def _remove(self) -> None:

@@ -24,12 +24,11 @@ from typing import Any
 import torch
 
 from kernel_agent.core.certificate import Certificate
-from kernel_agent.export.user_process import UserProcessError, kill_uid, privileges, user_env, user_uid
+from kernel_agent.export.user_process import UserProcessError, end_uid, privileges, user_env, user_uid
 from kernel_agent.prove.model_ab import amdahl, check_outputs, shares, time_models
 from kernel_agent.prove.recipe import ModelCase, RecipeError, load_recipe
 from kernel_agent.prove.shipped import PackageError, Shipped, Variant, copy_sealed, open_package, tampered
 from kernel_agent.prove.swap import swap
-from kernel_agent.sandbox.host.sweep import sweep
 
 
 @dataclass(frozen=True)
@@ -143,8 +142,7 @@ def apart(copy: Path, uid: int, recipe: str, size: str, device: str, rounds: int
     try:
         proc = subprocess.run(command, cwd=copy, env=user_env(copy), capture_output=True, text=True)
     finally:
-        kill_uid(uid)
-        sweep(uid, started)
+        end_uid(uid, started)
     last = (proc.stdout.strip().splitlines() or [""])[-1]
     try:
         data = json.loads(last)
