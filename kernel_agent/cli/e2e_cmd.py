@@ -34,16 +34,15 @@ def e2e_command(
     import torch
 
     from kernel_agent.prove.e2e import run_e2e
-    from kernel_agent.prove.recipe import RecipeError, load_recipe
+    from kernel_agent.prove.recipe import RecipeError
     from kernel_agent.prove.shipped import PackageError, open_package
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         shipped = open_package(package)
         certified = {c.device.threads for v in shipped.variants for c in v.bundle.certificates if c.device.threads}
-        torch.set_num_threads(threads or (min(certified) if certified else torch.get_num_threads()))
-        case = load_recipe(model, size)
-        result = run_e2e(shipped, case, model, device, rounds)
+        count = threads or (min(certified) if certified else torch.get_num_threads())
+        result = run_e2e(shipped, model, size, device, rounds, count)
     except (PackageError, RecipeError) as exc:
         fail(f"refused: {exc}" if isinstance(exc, PackageError) else str(exc))
     except ImportError as exc:

@@ -257,6 +257,11 @@ class Bundle:
     format: str  # pip or hf-kernels
     variant: str  # pip, or the hf-kernels variant's backend
     certificates: list[Certificate]
+    # Every other file Python could load from this package, path -> sha256: for pip relative to the export's root
+    # (the package, its tests, pyproject.toml), for an hf-kernels variant relative to the variant's folder (its
+    # metadata.json by the hash of its text less its digest list, which names this file). Empty: the package was
+    # exported before whole packages were sealed, and is refused.
+    manifest: dict[str, str] = field(default_factory=dict)
     schema: str = BUNDLE_SCHEMA
     schema_version: int = SCHEMA_VERSION
 
@@ -278,4 +283,7 @@ class Bundle:
         values = [data.get(name) for name in ("package", "format", "variant")]
         if not all(isinstance(v, str) for v in values):
             raise CertificateError("the certificate file's package, format and variant must be text")
-        return cls(*values, [Certificate.from_json(c) for c in certificates])
+        manifest = data.get("manifest", {})
+        if not isinstance(manifest, dict) or not all(isinstance(v, str) for v in manifest.values()):
+            raise CertificateError("the certificate file's manifest must map paths to sha256 digests")
+        return cls(*values, [Certificate.from_json(c) for c in certificates], {str(k): v for k, v in manifest.items()})

@@ -41,6 +41,7 @@ from kernel_agent.sandbox.host.isolation import reachable_root
 from kernel_agent.sandbox.host.levels import probe
 from kernel_agent.sandbox.host.session import WorkerFailure, WorkerSession, WorkerSpec
 from kernel_agent.sandbox.host.shm import InputSegment, segment_bytes
+from kernel_agent.sandbox.host.sweep import sweep
 from kernel_agent.sandbox.protocol import Profile
 from kernel_agent.timing.decision import Decision
 
@@ -93,6 +94,7 @@ class Evaluation:
         ctx.root.mkdir(parents=True, exist_ok=True)
         os.chmod(ctx.root, 0o755)
         ctx.workdir.mkdir(exist_ok=True)
+        started = time.time() - 1.0  # a file system's timestamps may lag the clock by a tick
         try:
             self._run()
         except StatusError as exc:  # every stage ends the same way: a status and a one-line reason
@@ -104,6 +106,7 @@ class Evaluation:
         finally:
             if not ctx.options.keep_workdir:
                 shutil.rmtree(ctx.root, ignore_errors=True)
+            sweep(ctx.isolation.uid, started)  # what the sandbox left in the host's /tmp, /var/tmp, /dev/shm
         return assemble(ctx, self.records, self.ending, self.durations, self.accounts, self.refusal)
 
     # ---- phases -----------------------------------------------------------------

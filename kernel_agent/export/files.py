@@ -27,6 +27,7 @@ from kernel_agent.core.certificate import FILE_NAME, Bundle, Certificate, sha256
 from kernel_agent.core.relative import Relative
 from kernel_agent.evaluate.backends import get_backend
 from kernel_agent.export.runtime.dispatch import force_variable
+from kernel_agent.export.seal import seal
 from kernel_agent.export.tuned import TunedTable
 
 
@@ -292,6 +293,7 @@ def write_files(
     values["certificates"] = Bundle.from_json(json.loads((pkg / FILE_NAME).read_text())).certificates
     (out / "BENCHMARKS.md").write_text(render("BENCHMARKS.md.j2", rows=bench_rows(kernels), **values))
     (out / "benchmarks.csv").write_text(benchmarks_csv(kernels))
+    seal(pkg, "pip")
 
 
 def baseline(k: ExportedKernel) -> str:

@@ -27,6 +27,7 @@ from kernel_agent.core.certificate import FILE_NAME, Bundle
 from kernel_agent.evaluate.backends.lint import module_string_literal
 from kernel_agent.export import files
 from kernel_agent.export.runtime.dispatch import force_variable
+from kernel_agent.export.seal import seal
 from kernel_agent.export.tuned import write_table
 from kernel_agent.propose.tunables import TunableError, apply_config
 
@@ -316,18 +317,22 @@ def provenance(run_ids: list[int], winners: dict[str, list[files.ExportedKernel]
     }
 
 
-def write_metadata(variant: Path, repo_name: str, backend: str, ns: str, origin: dict[str, Any]) -> None:
-    metadata = {
+def metadata(repo_name: str, backend: str, ns: str, origin: dict[str, Any]) -> dict[str, Any]:
+    """A variant's metadata.json less its digest list (which the certificate file's seal must come before)."""
+    return {
         "id": ns,
         "name": repo_name,
         "version": 1,
         "license": LICENSE,
         "python-depends": [],
         "backend": {"type": backend},
-        "digest": {"algorithm": "sha256", "files": digest(variant)},
         "kernel-agent": origin,
     }
-    (variant / METADATA).write_text(json.dumps(metadata, indent=2) + "\n")
+
+
+def write_metadata(variant: Path, values: dict[str, Any]) -> None:
+    found = {**values, "digest": {"algorithm": "sha256", "files": digest(variant)}}
+    (variant / METADATA).write_text(json.dumps(found, indent=2) + "\n")
 
 
 def compiled_sections(winners: dict[str, list[files.ExportedKernel]], root: Path) -> list[dict[str, Any]]:
@@ -384,7 +389,9 @@ def write_project(
         table = write_tree(variant, package, run_ids, winners, [backend], ns)
         here = [k for k in native if backend_of(k) == backend]
         files.write_certificates(variant, package, "hf-kernels", backend, here)
-        write_metadata(variant, repo_name, backend, ns, origin)
+        meta = metadata(repo_name, backend, ns, origin)
+        seal(variant, "hf-kernels", meta)
+        write_metadata(variant, meta)
         missing = sorted(e.name for e in table if backend in e.fallback)
         if missing:
             notify(

@@ -2,22 +2,20 @@
 
 Inside the sandbox a candidate can tell it is being evaluated (its uid, its mounts, its cgroup, the
 worker on its command line): code that is honest there and wrong anywhere else reads `faster` in every
-verdict. So before a winner ships it runs in an ordinary child process of the user's: their uid, an
-environment without kernel-agent's variables or anything that looks like a secret, a fresh temporary
-folder, no sandbox, no worker, no shared memory. Fresh inputs of each check shape go in as a file, its
-outputs come back as one, and the orchestrator compares them with the reference under the checks' rules.
-That process is outside the sandbox on purpose: it is where the package will run; the winner has passed
-its sandboxed checks, its review and the static scan first.
+verdict. So before a winner ships it runs in a process that looks like a user's (export/user_process.py:
+a folder and a module named as a user's, a driver with no arguments, inputs on its stdin, no kernel-agent
+name in its environment, command line, parent or modules) and owns nothing the tool later reads (as root,
+an unused uid). The winner ships as a package module does, its `kernel_agent.cpp` imports pointed at a copy
+of the loader beside it. Once it is loaded, fresh inputs of each check shape are drawn, sent, and its outputs
+compared with the reference under the checks' rules; then a second round of fresh draws, so code that keys
+on the first inputs it sees is caught too. That process is outside the sandbox's walls on purpose: it is
+where the package will run; the winner has passed its sandboxed checks, its review and the static scan first.
 """
 
 from __future__ import annotations
 
+import io
 import math
-import os
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 import torch
 
@@ -25,87 +23,101 @@ from kernel_agent.evaluate.backends import detect_backend
 from kernel_agent.evaluate.compare import compare
 from kernel_agent.evaluate.preparation import INTERPRETER_MAX_ELEMENTS
 from kernel_agent.evaluate.tolerance import checked_tolerance
+from kernel_agent.export.files import cpp_loader, identifier, rewrite_imports
+from kernel_agent.export.user_process import UserProcess, UserProcessError
 from kernel_agent.problem.load import Problem
 from kernel_agent.problem.oracle import CaseMaker, fresh_seed
 from kernel_agent.sandbox.host.shm import nbytes
 
 CASE_BYTES = 256 << 20  # a case's inputs beyond this stay out (one smallest case always runs)
-SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "DATABASE_URL", "CREDENTIAL")
+ROUNDS = 2  # rounds of fresh inputs, each drawn after the previous one's outputs came back
+PACKAGE = "ops"  # the folder the winner ships in here, named as a user's package might be
 
-RUNNER = r"""
-import importlib.util
-import sys
+DRIVER = r"""
+import importlib
 
-import torch
+module = importlib.import_module(MODULE)
+target = getattr(module, ENTRY)
 
-source, entry, cases_path, out_path, device = sys.argv[1:6]
-spec = importlib.util.spec_from_file_location("winner", source)
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-cases = torch.load(cases_path)
-target = getattr(module, entry)
-if cases["state"] is not None:
-    model = target(*cases["state"]["init_args"])
-    model.load_state_dict(cases["state"]["weights"])
-    target = model.to(device).eval()
-outputs = []
-with torch.no_grad():
-    for inputs in cases["inputs"]:
-        result = target(*[t.to(device) for t in inputs])
-        result = (result,) if isinstance(result, torch.Tensor) else tuple(result)
-        outputs.append([r.detach().cpu() for r in result])
-torch.save(outputs, out_path)
+
+def call(batch):
+    run = target
+    if batch["state"] is not None:
+        model = target(*batch["state"]["init_args"])
+        model.load_state_dict(batch["state"]["weights"])
+        run = model.to(DEVICE).eval()
+    outputs = []
+    with torch.no_grad():
+        for inputs in batch["inputs"]:
+            result = run(*[t.to(DEVICE) for t in inputs])
+            result = (result,) if isinstance(result, torch.Tensor) else tuple(result)
+            outputs.append([r.detach().cpu() for r in result])
+    return outputs
+
+
+serve(None, call)
 """
 
-
-def plain_env() -> dict[str, str]:
-    """The user's environment less kernel-agent's own variables and anything named like a secret."""
-    return {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith("KERNEL_AGENT_") and not any(word in key.upper() for word in SECRET_WORDS)
-    }
+Case = tuple[tuple[int, ...], str, list[torch.Tensor]]
 
 
-def plain_check(problem: Problem, source: str, device: str, timeout: float) -> str | None:
-    """None when the winner, run in a plain process on a fresh case of each check shape, matches the
-    reference; else the one-line reason it may not ship."""
-    maker = CaseMaker(problem, device)
+def draw(problem: Problem, maker: CaseMaker, device: str, interpreted: bool) -> list[Case]:
+    """One fresh case of each check shape and dtype, from new secret seeds, the largest left out."""
     cases = []
     for dtype in problem.dtypes:
         for shape in problem.all_check_shapes():
-            inputs = maker.inputs(shape, dtype, problem.distributions[0], fresh_seed())
-            cases.append((shape, dtype, inputs))
+            cases.append((shape, dtype, maker.inputs(shape, dtype, problem.distributions[0], fresh_seed())))
     smallest = min(nbytes(inputs) for _, _, inputs in cases)
     cases = [case for case in cases if nbytes(case[2]) <= max(CASE_BYTES, smallest)]
-    interpreted = device == "cpu" and detect_backend(source) == "triton"
     if interpreted:  # the interpreter takes minutes on a benchmark shape: the shapes its checks ran on
         small = [case for case in cases if math.prod(case[0]) <= INTERPRETER_MAX_ELEMENTS]
         cases = small or cases[:1]
+    return cases
+
+
+def driver(module: str, entry: str, device: str) -> str:
+    return f"MODULE = {module!r}\nENTRY = {entry!r}\nDEVICE = {device!r}\n" + DRIVER
+
+
+def plain_check(problem: Problem, source: str, device: str, timeout: float) -> str | None:
+    """None when the winner, run in a user's process on fresh cases of each check shape drawn after it was
+    loaded, matches the reference; else the one-line reason it may not ship."""
+    maker = CaseMaker(problem, device)
+    interpreted = device == "cpu" and detect_backend(source) == "triton"
     state = None
     if problem.kind == "kernelbench":
         names, tensors = maker.state()
         state = {"init_args": maker.init_args, "weights": dict(zip(names, tensors))}
-    with tempfile.TemporaryDirectory(prefix="kernel-agent-plain-") as folder:
-        work = Path(folder)
-        (work / "winner.py").write_text(source)
-        torch.save({"inputs": [inputs for _, _, inputs in cases], "state": state}, work / "cases.pt")
-        entry = "ModelNew" if problem.kind == "kernelbench" else "kernel"
-        command = [sys.executable, "-c", RUNNER, "winner.py", entry, "cases.pt", "outputs.pt", device]
-        env = plain_env()
-        if interpreted:
-            env["TRITON_INTERPRET"] = "1"  # a winner exported as verified under the interpreter, as it was verified
-        try:
-            proc = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return f"in a plain process it did not finish within {timeout:.0f} s"
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
-            return f"in a plain process it failed (exit {proc.returncode}): {last}"
-        try:
-            outputs = torch.load(work / "outputs.pt")
-        except Exception as exc:  # noqa: BLE001 - whatever it wrote: refused, with the reason
-            return f"in a plain process its outputs could not be read: {type(exc).__name__}: {exc}"[:300]
+    module = identifier(problem.name)
+    files = {
+        f"{PACKAGE}/__init__.py": "",
+        f"{PACKAGE}/_cpp.py": cpp_loader(PACKAGE),
+        f"{PACKAGE}/{module}.py": rewrite_imports(source),
+    }
+    entry = "ModelNew" if problem.kind == "kernelbench" else "kernel"
+    env = {"TRITON_INTERPRET": "1"} if interpreted else {}  # exported as verified under the interpreter
+    try:
+        with UserProcess(driver(f"{PACKAGE}.{module}", entry, device), files, timeout, env) as process:
+            process.loaded()
+            for _ in range(ROUNDS):
+                cases = draw(problem, maker, device, interpreted)  # drawn only now: after the winner is loaded
+                buffer = io.BytesIO()
+                torch.save({"inputs": [inputs for _, _, inputs in cases], "state": state}, buffer)
+                reply = process.ask(buffer.getvalue())
+                wrong = judge(problem, maker, device, cases, reply)
+                if wrong:
+                    return wrong
+    except UserProcessError as exc:
+        return f"in a plain process it {exc}"
+    return None
+
+
+def judge(problem: Problem, maker: CaseMaker, device: str, cases: list[Case], reply: bytes) -> str | None:
+    """Why the outputs of one round are wrong, or None."""
+    try:
+        outputs = torch.load(io.BytesIO(reply), weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - whatever it wrote: refused, with the reason
+        return f"in a plain process its outputs could not be read: {type(exc).__name__}: {exc}"[:300]
     if not isinstance(outputs, list) or len(outputs) != len(cases):
         return f"in a plain process it returned no result for each of the {len(cases)} cases"
     for (shape, dtype, inputs), got in zip(cases, outputs):

@@ -10,16 +10,24 @@ model's layers run) says how much the micro numbers could buy here at most.
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from kernel_agent.core.certificate import Certificate
+from kernel_agent.export.user_process import UserProcessError, end_uid, privileges, user_env, user_uid
 from kernel_agent.prove.model_ab import amdahl, check_outputs, shares, time_models
-from kernel_agent.prove.recipe import ModelCase
-from kernel_agent.prove.shipped import PackageError, Shipped, tampered
+from kernel_agent.prove.recipe import ModelCase, RecipeError, load_recipe
+from kernel_agent.prove.shipped import PackageError, Shipped, Variant, copy_sealed, open_package, tampered
 from kernel_agent.prove.swap import swap
 
 
@@ -79,8 +87,11 @@ def _op(c: Certificate, layers: int, share: dict[str, float]) -> OpRow:
     )
 
 
-def run_e2e(shipped: Shipped, case: ModelCase, recipe: str, device: str, rounds: int) -> E2EResult:
-    """Swap, check, share, time. Raises PackageError for a package changed after export."""
+def run_e2e(shipped: Shipped, recipe: str, size: str, device: str, rounds: int, threads: int) -> E2EResult:
+    """Check, then load the recipe, swap, check outputs, share, time. Raises PackageError for a package changed
+    after export, before any of it runs: every file against the manifest, then the package imported from a copy
+    made from the manifest alone. As root, all of that runs in a child process as an unused uid of its own
+    (export/user_process.py), so the package's code can write nothing the tool or the user reads later."""
     variants = [v for v in shipped.variants if shipped.format == "pip" or v.name == device]
     if not variants:
         raise PackageError(f"{shipped.root}: no variant of this package was built for {device}")
@@ -88,6 +99,82 @@ def run_e2e(shipped: Shipped, case: ModelCase, recipe: str, device: str, rounds:
         changed = tampered(variant)
         if changed:
             raise PackageError(f"{variant.folder}: {changed[0]}")
+    with tempfile.TemporaryDirectory() as folder:
+        copy = Path(folder)
+        for variant in variants:
+            copy_sealed(variant, copy if shipped.format == "pip" else copy / "build")
+        uid = user_uid()
+        if uid is None:
+            result = in_process(copy, recipe, size, device, rounds, threads)
+        else:
+            result = apart(copy, uid, recipe, size, device, rounds, threads)
+    result.package, result.recipe = str(shipped.root), recipe
+    return result
+
+
+def in_process(copy: Path, recipe: str, size: str, device: str, rounds: int, threads: int) -> E2EResult:
+    """The whole measurement in this process, on the checked copy at `copy`."""
+    torch.set_num_threads(threads)
+    shipped = open_package(copy)
+    variants = [v for v in shipped.variants if shipped.format == "pip" or v.name == device]
+    return _run(shipped, variants, load_recipe(recipe, size), recipe, device, rounds)
+
+
+def apart(copy: Path, uid: int, recipe: str, size: str, device: str, rounds: int, threads: int) -> E2EResult:
+    """`in_process` in a child process of uid `uid`: its folder, HOME and the copy its own, nothing else
+    writable to it; what it leaves is killed and swept."""
+    started = time.time() - 1.0
+    os.chmod(copy, 0o755)
+    for path in (copy, *copy.rglob("*")):
+        os.chown(path, uid, uid, follow_symlinks=False)
+    where, _, factory = recipe.rpartition(":")
+    recipe_file = Path(where).resolve()
+    extra = (recipe_file.parent,) if recipe_file.is_file() else ()
+    if extra:  # the child starts in its own folder: a recipe file is named by its whole path
+        recipe = f"{recipe_file}:{factory}"
+    args = json.dumps(
+        {"copy": str(copy), "recipe": recipe, "size": size, "device": device, "rounds": rounds, "threads": threads}
+    )
+    try:
+        command = [*privileges(uid, extra), sys.executable, "-m", "kernel_agent.prove.e2e", args]
+    except UserProcessError as exc:
+        raise PackageError(f"e2e {exc}") from None
+    try:
+        proc = subprocess.run(command, cwd=copy, env=user_env(copy), capture_output=True, text=True)
+    finally:
+        end_uid(uid, started)
+    last = (proc.stdout.strip().splitlines() or [""])[-1]
+    try:
+        data = json.loads(last)
+    except ValueError:
+        why = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        raise PackageError(f"the e2e process ended (exit {proc.returncode}): {why}") from None
+    if "error" in data:
+        raise (RecipeError if data.get("kind") == "recipe" else PackageError)(data["error"])
+    return E2EResult(**{**data, "ops": [OpRow(**op) for op in data["ops"]]})
+
+
+def child_main(argv: list[str]) -> None:
+    """The child's side of `apart`: one JSON line, the result or the one-line error."""
+    spec = json.loads(argv[0])
+    try:
+        result = in_process(
+            Path(spec["copy"]), spec["recipe"], spec["size"], spec["device"], spec["rounds"], spec["threads"]
+        )
+        line = json.dumps(result.to_json(), default=str)
+    except RecipeError as exc:
+        line = json.dumps({"error": str(exc), "kind": "recipe"})
+    except PackageError as exc:
+        line = json.dumps({"error": str(exc), "kind": "package"})
+    except ImportError as exc:
+        why = f"{exc.name or exc} is not installed: the hf-kernels format is swapped in with `pip install kernels`"
+        line = json.dumps({"error": why, "kind": "recipe"})
+    sys.stdout.write("\n" + line + "\n")
+
+
+def _run(
+    shipped: Shipped, variants: list[Variant], case: ModelCase, recipe: str, device: str, rounds: int
+) -> E2EResult:
     certified = {c.kernel: c for v in variants for c in v.bundle.certificates}
     unused = {k: "the model has no layer this kernel replaces" for k in certified if k not in case.layers}
     unused |= {k: why for k, why in case.unused.items() if k in certified}
@@ -145,3 +232,7 @@ def run_e2e(shipped: Shipped, case: ModelCase, recipe: str, device: str, rounds:
         for label, e in zip(timing.labels, est.per_shape)
     ]
     return result
+
+
+if __name__ == "__main__":
+    child_main(sys.argv[1:])

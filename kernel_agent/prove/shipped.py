@@ -17,8 +17,7 @@ from typing import Any
 
 from kernel_agent.core.certificate import FILE_NAME, Bundle, Certificate, CertificateError, sha256_file
 from kernel_agent.core.text import clean
-
-METADATA = "metadata.json"
+from kernel_agent.export.seal import METADATA, certificate_path, entries, metadata_sha256, sealed_root
 
 
 class PackageError(ValueError):
@@ -82,9 +81,28 @@ def open_package(root: Path) -> Shipped:
 
 
 def tampered(variant: Variant) -> list[str]:
-    """One line per certified file that is missing or whose sha256 is not its certificate's; for an hf-kernels
-    variant, also each file whose digest in metadata.json does not match (what `kernels` itself checks)."""
-    lines = []
+    """One line per file of the sealed tree (export/seal.py) that is not the one exported: not in the manifest
+    (an added module, a `.pth`, a planted `__pycache__` file), missing, changed, or not a regular file; then
+    each certified file against its certificate and, for an hf-kernels variant, metadata.json's digest list
+    (what `kernels` itself checks). Read only: nothing of the package is imported."""
+    fmt = variant.bundle.format
+    root = sealed_root(variant.folder, fmt)
+    sealed = variant.bundle.manifest
+    if not sealed:
+        return [
+            f"{variant.folder / FILE_NAME}: no manifest of the package's files (exported before every file was "
+            "sealed): export it again"
+        ]
+    found, odd = entries(root)
+    lines = [f"{clean(name, 120)}: not a regular file (a package ships regular files only)" for name in odd]
+    own = certificate_path(variant.folder, fmt)
+    for name in sorted(set(found) - set(sealed) - {own}):
+        lines.append(f"{clean(name, 120)}: {_unsealed(name)}")
+    for name in sorted(set(sealed) - set(found)):
+        lines.append(f"{clean(name, 120)}: in the certificate's manifest, missing from the package")
+    for name in sorted(set(sealed) & set(found)):
+        if _digest(found[name], name) != sealed[name]:
+            lines.append(f"{clean(name, 120)}: sha256 differs from the certificate's manifest (changed after export)")
     for c in variant.bundle.certificates:
         if not c.files:
             lines.append(f"{c.kernel}: its certificate lists no files")
@@ -94,9 +112,58 @@ def tampered(variant: Variant) -> list[str]:
                 lines.append(f"{clean(relative, 120)}: certified by {c.kernel}'s certificate, missing from the package")
             elif sha256_file(path.read_bytes()) != expected:
                 lines.append(f"{relative}: sha256 differs from {c.kernel}'s certificate (changed after export)")
-    if (variant.folder / METADATA).is_file():
+    if fmt == "hf-kernels":
         lines += _metadata_mismatches(variant.folder)
     return lines
+
+
+def copy_sealed(variant: Variant, dest: Path) -> Path:
+    """The folder its users import (pip: the package folder; hf-kernels: the variant folder), copied into `dest`
+    from the manifest alone: each file read once, checked against its digest, then written, so what is imported
+    is what was checked and nothing the manifest does not list comes along. The copy's path."""
+    fmt = variant.bundle.format
+    prefix = f"{variant.folder.name}/" if fmt == "pip" else ""
+    target = dest / variant.folder.name
+    wanted = [name for name in variant.bundle.manifest if name.startswith(prefix)]
+    for name in [*wanted, certificate_path(variant.folder, fmt)]:
+        source = _inside(sealed_root(variant.folder, fmt), name)
+        if source is None or source.is_symlink() or not source.is_file():
+            raise PackageError(f"{clean(name, 120)}: in the certificate's manifest, missing from the package")
+        data = source.read_bytes()
+        expected = variant.bundle.manifest.get(name)
+        if name == METADATA:
+            try:
+                actual = metadata_sha256(json.loads(data))
+            except ValueError:
+                actual = ""
+        else:
+            actual = sha256_file(data)
+        if expected is not None and actual != expected:
+            raise PackageError(f"{clean(name, 120)}: sha256 differs from the certificate's manifest (changed since)")
+        path = target / name[len(prefix) :]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return target
+
+
+def _unsealed(name: str) -> str:
+    """Why a file the manifest does not hold is refused, in words a user can act on."""
+    if "__pycache__" in Path(name).parts or name.endswith((".pyc", ".pyo")):
+        return (
+            "bytecode the certificate does not cover (Python could run it instead of the certified source); "
+            "delete the __pycache__ folders, Python rebuilds them"
+        )
+    return "not in the certificate's manifest (added after export; Python could load it)"
+
+
+def _digest(path: Path, name: str) -> str:
+    """A sealed file's digest as the manifest holds it (metadata.json less its digest list)."""
+    if name == METADATA:
+        try:
+            return metadata_sha256(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            return ""
+    return sha256_file(path.read_bytes())
 
 
 def _inside(folder: Path, relative: str) -> Path | None:
@@ -111,11 +178,7 @@ def _metadata_mismatches(folder: Path) -> list[str]:
         listed = dict(metadata["digest"]["files"])
     except (OSError, ValueError, KeyError, TypeError):
         return [f"{folder / METADATA}: no digest of its files"]
-    present = {
-        p.relative_to(folder).as_posix(): p
-        for p in folder.rglob("*")
-        if p.is_file() and p.name != METADATA and "__pycache__" not in p.parts
-    }
+    present = {name: p for name, p in entries(folder)[0].items() if name != METADATA}
     lines = [f"{name}: in the variant, not in metadata.json's digest" for name in sorted(set(present) - set(listed))]
     lines += [f"{clean(name, 120)}: in metadata.json's digest, missing" for name in sorted(set(listed) - set(present))]
     for name in sorted(set(present) & set(listed)):

@@ -182,5 +182,5 @@ def verify_variant(shipped: Shipped, variant: Variant, options: EvalOptions, tim
             remeasured.append(Remeasured(variant.name, c, verdict, fingerprint(device, options.threads or 1)))
             if c.kind == "native":
                 problems[c.kernel] = (problem, device)
-        loaded = call_loaded(shipped.root, shipped.format, shipped.package, problems, timeout) if problems else []
+        loaded = call_loaded(variant, problems, timeout) if problems else []
     return Verified(variant.name, remeasured, loaded)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from conftest import CANDIDATES, EXAMPLES, SOFTMAX
 
-from kernel_agent.export.plain_check import plain_check, plain_env
+from kernel_agent.export.plain_check import plain_check
+from kernel_agent.export.user_process import user_env
 from kernel_agent.problem.load import load_problem
 
 AWARE = Path(__file__).parents[1] / "adversarial" / "fixtures" / "w3d_sandbox_aware.py"
@@ -35,10 +36,11 @@ def test_a_crash_and_a_hang_outside_the_sandbox_are_reasons() -> None:
     assert "did not finish within 5 s" in plain_check(load_problem(SOFTMAX), hang, "cpu", 5)
 
 
-def test_the_plain_process_gets_no_kernel_agent_variable_and_no_secret(monkeypatch) -> None:
+def test_the_plain_process_gets_no_kernel_agent_variable_and_no_secret(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
     monkeypatch.setenv("KERNEL_AGENT_BUILD_STORE", "/x")
     monkeypatch.setenv("GITHUB_TOKEN", "t")
-    env = plain_env()
-    assert "OPENAI_API_KEY" not in env and "KERNEL_AGENT_BUILD_STORE" not in env and "GITHUB_TOKEN" not in env
-    assert env["PATH"] == os.environ["PATH"]
+    monkeypatch.setenv("_", "/venv/bin/kernel-agent")  # what bash sets: the command that started the tool
+    env = user_env(tmp_path)
+    assert not {"OPENAI_API_KEY", "KERNEL_AGENT_BUILD_STORE", "GITHUB_TOKEN", "_"} & set(env)
+    assert env["PATH"] == os.environ["PATH"] and env["HOME"] == str(tmp_path)
