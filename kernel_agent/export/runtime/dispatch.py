@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
@@ -47,7 +48,8 @@ def registry(package: str) -> Registry:
 
 
 class Registry:
-    """The kernels of one package (`kernels`: name -> its table entry) and the path each one's last call took.
+    """The kernels of one package (`kernels`: name -> its table entry), the path each one's last call took,
+    and how many calls took each path (a fallback to the reference counted under its reason).
 
     A table entry names the optimized module (`module`, defining `kernel` or `ModelNew`), the reference
     module (`reference`, defining `reference` or `Model`), both relative to `package`, and the
@@ -63,6 +65,16 @@ class Registry:
         self.tuned = tuned  # the folder of per-shape config tables (runtime/tuned.py), if the package has one
         self.force_env = force_variable(package)
         self._last: dict[str, str] = {}
+        # Calls per kernel per outcome ("optimized" or a fallback's reason). The reasons are built once (the
+        # unverified ones once per (device, dtype) seen), so a call costs a lookup and a locked increment.
+        self._counts: dict[str, dict[str, int]] = {kernel: {} for kernel in kernels}
+        self._counts_lock = threading.Lock()
+        self._forced_reason = f"forced by {self.force_env}"
+        self._env_reasons = {
+            kernel: {name: f"requires {name}={value}" for name, value in spec.get("requires_env", {}).items()}
+            for kernel, spec in kernels.items()
+        }
+        self._unverified_reasons: dict[tuple[str, str], str] = {}
         self._configs: dict[str, dict[str, Any] | None] = {}
         self._picked: dict[tuple[str, str, tuple[int, ...]], tuple[dict[str, Any] | None, ModuleType | None]] = {}
         _REGISTRIES[package] = self
@@ -73,20 +85,55 @@ class Registry:
     def implementation(self, kernel: str, device: str, dtype: str) -> str:
         """`optimized` when (device, dtype) was verified for this kernel and the reference is not
         forced, else `reference`."""
+        return REFERENCE if self.fallback_reason(kernel, device, dtype) else OPTIMIZED
+
+    def fallback_reason(self, kernel: str, device: str, dtype: str) -> str | None:
+        """Why a call on (device, dtype) runs the reference (forced, a required variable, not verified
+        there), or None when it runs the optimized version."""
         spec = self.kernels[kernel]
         if self.forced_reference():
-            return REFERENCE
-        if any(os.environ.get(name) != value for name, value in spec.get("requires_env", {}).items()):
-            return REFERENCE
-        return OPTIMIZED if [device, dtype] in [list(pair) for pair in spec["verified"]] else REFERENCE
+            return self._forced_reason
+        for name, value in spec.get("requires_env", {}).items():
+            if os.environ.get(name) != value:
+                return self._env_reasons[kernel][name]
+        if [device, dtype] in [list(pair) for pair in spec["verified"]]:
+            return None
+        reason = self._unverified_reasons.get((device, dtype))
+        if reason is None:
+            reason = self._unverified_reasons.setdefault((device, dtype), f"not verified on {device}/{dtype}")
+        return reason
 
     def last_path(self, kernel: str) -> str | None:
         """The path ("optimized" or "reference") the last call of `kernel` took, or None before any call."""
         return self._last.get(kernel)
 
+    def dispatch_counts(self) -> dict[str, dict[str, Any]]:
+        """Calls per kernel since import (or the last reset), as plain JSON-able data:
+        `{kernel: {"optimized": n, "fallback": {reason: n}}}`, every kernel of the package listed."""
+        with self._counts_lock:
+            counts = {kernel: dict(outcomes) for kernel, outcomes in self._counts.items()}
+        return {
+            kernel: {
+                "optimized": outcomes.pop(OPTIMIZED, 0),
+                "fallback": outcomes,
+            }
+            for kernel, outcomes in counts.items()
+        }
+
+    def reset_dispatch_counts(self) -> None:
+        """Start counting again from zero (e.g. after a warm-up, before the passes that count)."""
+        with self._counts_lock:
+            for outcomes in self._counts.values():
+                outcomes.clear()
+
     def choose(self, kernel: str, args: tuple, kwargs: dict[str, Any]) -> str:
-        """The path this call takes (keyword tensors count as inputs too), recorded for last_path()."""
-        path = self.implementation(kernel, *signature([*args, *kwargs.values()]))
+        """The path this call takes (keyword tensors count as inputs too), recorded for last_path() and
+        counted for dispatch_counts()."""
+        reason = self.fallback_reason(kernel, *signature([*args, *kwargs.values()]))
+        path = REFERENCE if reason else OPTIMIZED
+        outcomes = self._counts[kernel]
+        with self._counts_lock:
+            outcomes[reason or OPTIMIZED] = outcomes.get(reason or OPTIMIZED, 0) + 1
         self._last[kernel] = path
         return path
 
