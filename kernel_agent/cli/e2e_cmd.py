@@ -11,6 +11,7 @@ import typer
 from kernel_agent.cli import options as opt
 from kernel_agent.cli.common import EXIT_OK, EXIT_VERDICT, fail, stderr, stdout, warn
 from kernel_agent.core.text import clean
+from kernel_agent.prove.dispatch import NO_KERNEL_RAN
 
 
 def e2e_command(
@@ -59,7 +60,8 @@ def e2e_command(
         sys.stdout.write(json.dumps(data, default=str) + "\n")
     else:
         show(data)
-    raise typer.Exit(EXIT_VERDICT if result.status == "mismatch" else EXIT_OK)
+    no_kernel = result.reason.startswith(NO_KERNEL_RAN)
+    raise typer.Exit(EXIT_VERDICT if result.status == "mismatch" or no_kernel else EXIT_OK)
 
 
 def _x(value: float | None, ci: list[float] | None = None) -> str:
@@ -86,6 +88,8 @@ def show(data: dict) -> None:
         )
     for kernel, why in data["unused"].items():
         stdout.print(f"{clean(kernel, 22):<22} not in the model: {clean(why, 200)}", highlight=False)
+    for line in data.get("dispatch", []):
+        stdout.print(f"dispatch: {clean(line, 300)}", highlight=False)
     error = data["max_abs_error"]
     rtol, atol = data["tolerance"]
     stdout.print(

@@ -18,6 +18,9 @@ MAX_NAME = 200  # characters of a kernel name or a reason
 MAX_CALLS = 10**15  # per count: far above any real run, low enough to add up exactly
 
 
+NO_KERNEL_RAN = "no kernel ran"  # the first line when no expected call took the optimized path
+
+
 class DispatchError(ValueError):
     """A snapshot that is not what the runtime writes: its one-line reason."""
 
@@ -144,7 +147,7 @@ def dispatch_findings(snapshot: object, expected: Mapping[str, int]) -> Dispatch
                 for reason, n in count.fallbacks:
                     reasons[reason] = reasons.get(reason, 0) + n
             ordered = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
-            lines.insert(0, f"no kernel ran: {fell_back} calls fell back ({_why(ordered)})")
+            lines.insert(0, f"{NO_KERNEL_RAN}: {fell_back} calls fell back ({_why(ordered)})")
         elif any(expected.values()):
-            lines.insert(0, f"no kernel ran: none of the {sum(expected.values())} expected calls reached the package")
+            lines.insert(0, f"{NO_KERNEL_RAN}: none of the {sum(expected.values())} expected calls reached the package")
     return DispatchFindings(tuple(lines), complete)

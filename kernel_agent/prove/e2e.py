@@ -25,10 +25,11 @@ import torch
 
 from kernel_agent.core.certificate import Certificate
 from kernel_agent.export.user_process import UserProcessError, end_uid, privileges, user_env, user_uid
+from kernel_agent.prove.dispatch import NO_KERNEL_RAN, DispatchFindings, dispatch_findings
 from kernel_agent.prove.model_ab import amdahl, check_outputs, shares, time_models
 from kernel_agent.prove.recipe import ModelCase, RecipeError, load_recipe
 from kernel_agent.prove.shipped import PackageError, Shipped, Variant, copy_sealed, open_package, tampered
-from kernel_agent.prove.swap import swap
+from kernel_agent.prove.swap import Swapped, swap
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class E2EResult:
     run_ids: list[int] = field(default_factory=list)
     note: str = ""
     contention: dict[str, float] = field(default_factory=dict)
+    dispatch: list[str] = field(default_factory=list)  # each kernel's calls by path while the outputs were checked
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -129,7 +131,10 @@ def apart(copy: Path, uid: int, recipe: str, size: str, device: str, rounds: int
         os.chown(path, uid, uid, follow_symlinks=False)
     where, _, factory = recipe.rpartition(":")
     recipe_file = Path(where).resolve()
-    extra = (recipe_file.parent,) if recipe_file.is_file() else ()
+    # The recipe's folder where other users may read it (its siblings import), else the file alone: a private
+    # folder (pytest's, a 0700 home) would stay closed to the uid even once shown.
+    folder_open = recipe_file.is_file() and recipe_file.parent.stat().st_mode & 0o005 == 0o005
+    extra = (recipe_file.parent,) if folder_open else (recipe_file,) if recipe_file.is_file() else ()
     if extra:  # the child starts in its own folder: a recipe file is named by its whole path
         recipe = f"{recipe_file}:{factory}"
     args = json.dumps(
@@ -172,6 +177,17 @@ def child_main(argv: list[str]) -> None:
     sys.stdout.write("\n" + line + "\n")
 
 
+def dispatched(swapped: Swapped, expected: dict[str, int]) -> DispatchFindings:
+    """Each kernel's calls by path over the output check's passes (one per shape label, each layer instance once):
+    every expected call on the optimized path, or which fell back and why."""
+    snapshot = swapped.dispatch_counts()
+    if snapshot is None:
+        return DispatchFindings(
+            ("dispatch counts unavailable: the package was exported before its runtime counted",), False
+        )
+    return dispatch_findings(snapshot, expected)
+
+
 def _run(
     shipped: Shipped, variants: list[Variant], case: ModelCase, recipe: str, device: str, rounds: int
 ) -> E2EResult:
@@ -201,10 +217,16 @@ def _run(
     layers = {k: case.layers[k] for k in counts}
     share = {label: shares(case.model, layers, args) for label, args in case.inputs.items()}
     result.ops = [_op(certified[k], n, {label: share[label][k] for label in share}) for k, n in sorted(counts.items())]
+    swapped.reset_counts()
     check = check_outputs(case.model, swapped.model, case.inputs, case.tolerance)
     result.max_abs_error = check.max_abs if math.isfinite(check.max_abs) else None
     if not counts:
         result.status, result.reason = "not_timed", "no kernel of the package has a layer in this model"
+        return result
+    ran = dispatched(swapped, {k: n * len(case.inputs) for k, n in counts.items()})
+    result.dispatch = list(ran.lines)
+    if ran.lines and ran.lines[0].startswith(NO_KERNEL_RAN):
+        result.status, result.reason = "not_timed", ran.lines[0]
         return result
     if not check.passed:
         result.status = "mismatch"

@@ -13,6 +13,7 @@ import importlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import torch
 
@@ -21,11 +22,24 @@ from kernel_agent.prove.recipe import ModelCase
 
 @dataclass(frozen=True)
 class Swapped:
-    """The swapped copy, how many layer instances of each kernel it runs from the package, and how."""
+    """The swapped copy, how many layer instances of each kernel it runs from the package, and how; `package` is
+    the imported package module whose runtime counts each call's path (None where none was found)."""
 
     model: torch.nn.Module
     counts: dict[str, int]
     how: str
+    package: ModuleType | None = None
+
+    def reset_counts(self) -> None:
+        reset = getattr(self.package, "reset_dispatch_counts", None)
+        if callable(reset):
+            reset()
+
+    def dispatch_counts(self) -> object:
+        """The package's own snapshot of each call's path (hostile data: `prove/dispatch.py` reads it), or None
+        for a package exported before it counted."""
+        counts = getattr(self.package, "dispatch_counts", None)
+        return counts() if callable(counts) else None
 
 
 def camel(name: str) -> str:
@@ -43,7 +57,8 @@ def swap(case: ModelCase, root: Path, fmt: str, package: str, kernels: list[str]
     wanted = {k: case.layers[k] for k in kernels if k in case.layers}
     counts = {k: len(instances(model, cls)) for k, cls in wanted.items()}
     if fmt == "hf-kernels":
-        return Swapped(_kernelize(model, root / "build", wanted, device), counts, _kernels_version())
+        swapped = _kernelize(model, root / "build", wanted, device)
+        return Swapped(swapped, counts, _kernels_version(), _loaded_from(root / "build"))
     sys.path.insert(0, str(root.resolve()))
     try:
         module = importlib.import_module(package)
@@ -52,7 +67,17 @@ def swap(case: ModelCase, root: Path, fmt: str, package: str, kernels: list[str]
     for kernel, cls in wanted.items():
         for layer in instances(model, cls):
             layer.forward = getattr(module, kernel)  # an instance attribute: the class and model A are untouched
-    return Swapped(model, counts, f"import {package}")
+    return Swapped(model, counts, f"import {package}", module)
+
+
+def _loaded_from(build: Path) -> ModuleType | None:
+    """The package module `kernels` imported from `build` (under a name of its own choosing)."""
+    folder = str(build.resolve())
+    for module in list(sys.modules.values()):
+        where = getattr(module, "__file__", None) or ""
+        if where.startswith(folder) and callable(getattr(module, "dispatch_counts", None)):
+            return module
+    return None
 
 
 def _kernelize(

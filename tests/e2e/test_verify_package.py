@@ -171,6 +171,7 @@ def test_e2e_on_the_bundled_recipe_shows_in_the_report_and_a_mismatch(exported: 
     assert [op["kernel"] for op in data["ops"]] == ["cpp_softmax"] and data["status"] in ("timed", "not_timed")
     assert [s["shape"] for s in data["per_shape"]] == (["b2 s16", "b1 s64"] if data["status"] == "timed" else [])
     assert "cpp_adamw" not in data["unused"]  # the package has no such kernel: nothing to say about it
+    assert data["dispatch"] == ["cpp_softmax: 2 of 2 calls on the optimized path"], data["dispatch"]
     after = report(exported, tmp_path / "after.html")
     assert "In a model: micro against end to end" in after and "swapped by import softmaxes" in after
     plotted = bool(data["per_shape"] or any(op["micro"] or op["vs_eager"] for op in data["ops"]))
@@ -195,3 +196,13 @@ def test_e2e_on_the_bundled_recipe_shows_in_the_report_and_a_mismatch(exported: 
     assert proc.returncode == 1, proc.stderr[-3000:]
     data = json.loads(proc.stdout)
     assert data["status"] == "mismatch" and data["speedup"] is None and "differ" in data["reason"]
+
+
+def test_e2e_of_a_package_whose_calls_all_fell_back_says_no_kernel_ran(exported: dict) -> None:
+    """Every call routed to the reference (here forced, as a user can): not "correct, no gain" but what fell back."""
+    forced = {"SOFTMAXES_FORCE_REFERENCE": "1"}
+    proc = run_cli("e2e", str(exported["pip"]), "--model", RECIPE, "--rounds", "3", "--no-store", "--json", env=forced)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    data = json.loads(proc.stdout)
+    assert data["status"] == "not_timed" and data["speedup"] is None, data
+    assert data["reason"] == "no kernel ran: 2 calls fell back (forced by SOFTMAXES_FORCE_REFERENCE)", data["reason"]
