@@ -12,13 +12,13 @@ traceback.
 
 from __future__ import annotations
 
-import ctypes
 import math
 from collections.abc import Callable
 from dataclasses import astuple, dataclass, field, fields
 from typing import Any, ClassVar
 
 from kernel_agent.core.verdict import Status
+from kernel_agent.sandbox.lifeline import die_with_parent  # noqa: F401 - both sides set it; shared here
 
 WORKER_STATUSES = (Status.COMPILE_ERROR, Status.RUNTIME_ERROR, Status.CRASHED, Status.REJECTED, Status.INCORRECT)
 
@@ -188,17 +188,3 @@ class CallError(Exception):
         super().__init__(reason)
         self.status = status
         self.reason = reason
-
-
-try:  # looked up at import: after a fork in a threaded parent, dlopen's locks may be held
-    _PRCTL = ctypes.CDLL(None).prctl
-except (OSError, AttributeError):
-    _PRCTL = None
-
-
-def die_with_parent() -> None:
-    """SIGKILL this process when the thread that started it dies (PR_SET_PDEATHSIG): an orchestrator
-    killed by `timeout` or the OOM killer leaves no sandbox behind holding the GPU and the uid's process
-    slots. A change of uid clears it, so the worker sets it again after setpriv."""
-    if _PRCTL is not None:
-        _PRCTL(1, 9)  # PR_SET_PDEATHSIG, SIGKILL

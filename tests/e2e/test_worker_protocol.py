@@ -30,14 +30,14 @@ MALFORMED = [
 def test_a_malformed_request_gets_a_reason_and_the_worker_serves_on(tmp_path: Path) -> None:
     (tmp_path / "kernel.py").write_text(KERNEL)
     config = {"log": str(tmp_path / "worker.log"), "source": str(tmp_path / "kernel.py"), "entry": "kernel"}
-    config |= {"device": "cpu", "threads": 1, "prefault_bytes": 0, "gpu_data": "host"}
+    config |= {"device": "cpu", "threads": 1, "prefault_bytes": 0, "gpu_data": "host", "workdir": str(tmp_path)}
     (tmp_path / "worker.json").write_text(json.dumps(config))
     to_worker_r, to_worker = os.pipe()
     from_worker, from_worker_w = os.pipe()
     inputs = os.memfd_create("inputs")
     fds = WorkerFds(to_worker_r, from_worker_w, inputs)
     worker = subprocess.Popen(
-        [sys.executable, "-m", "kernel_agent.sandbox.inside.worker", str(tmp_path / "worker.json")]
+        [sys.executable, "-m", "kernel_agent.sandbox.inside.start", str(tmp_path / "worker.json")]
         + ["--fds", fds.arg()],
         cwd=ROOT,
         pass_fds=fds.passed(),

@@ -86,7 +86,7 @@ def launch_worker(
     from_worker, from_worker_w = os.pipe()
     # -P: the work dir (cwd) is never on sys.path, so nothing planted there is imported.
     command = wrap(
-        [sys.executable, "-P", "-s", "-B", "-m", "kernel_agent.sandbox.inside.worker", str(config_path)],
+        [sys.executable, "-P", "-s", "-B", "-m", "kernel_agent.sandbox.inside.start", str(config_path)],
         isolation,
         workdir,
         extra_ro=spec.extra_ro,

@@ -12,20 +12,17 @@ give a precise early reason for the common in-process tricks.
 
 from __future__ import annotations
 
-import argparse
 import ctypes
-import json
 import mmap
 import os
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from kernel_agent.core.verdict import Status
 from kernel_agent.sandbox import channel
-from kernel_agent.sandbox.inside import kernel_call, walls
+from kernel_agent.sandbox.inside import kernel_call
 from kernel_agent.sandbox.inside.device_worker import export_all, open_inputs
 from kernel_agent.sandbox.inside.integrity import Integrity
 from kernel_agent.sandbox.inside.kernel_call import (
@@ -51,7 +48,6 @@ from kernel_agent.sandbox.protocol import (
     Stage,
     Warmup,
     WorkerFds,
-    die_with_parent,
     parse,
 )
 
@@ -343,28 +339,15 @@ def advise_huge_heap() -> None:
         pass
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("config")
-    parser.add_argument("--fds", type=WorkerFds.parse, required=True)
-    args = parser.parse_args()
-    config = {**json.loads(Path(args.config).read_text()), "fds": args.fds}
-    # Keep the protocol fds private; anything the candidate prints goes to a log file.
-    log = os.open(config["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+def run(config: dict[str, Any], fds: str) -> None:
+    """Serve, once `start.py` has raised the walls: ready before any candidate code runs (the trusted side
+    records this process and freezes it)."""
+    descriptors = WorkerFds.parse(fds)
+    config = {**config, "fds": descriptors}
     LOG.append(config["log"])
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    sys.stdout = os.fdopen(1, "w", buffering=1)
-    sys.stderr = os.fdopen(2, "w", buffering=1)
-    die_with_parent()
-    walls.raise_or_exit(config)
     worker = Worker(config)
-    # Ready before any candidate code runs: the trusted side records this process and freezes it.
-    channel.send(args.fds.replies, {"ok": True, "event": "ready"})
+    channel.send(descriptors.replies, {"ok": True, "event": "ready"})
     worker.serve()
 
-
-if __name__ == "__main__":
-    main()
     sys.stdout.flush()
     os._exit(0)

@@ -13,7 +13,12 @@ HOST = "kernel_agent.sandbox.host"
 # What the worker's process may import of the package: the shared modules beside the protocol, the device
 # path's transport (its handles and the CUDA IPC both ends use), and the leaves the worker needs (statuses,
 # the C++ loader, the profiler breakdown).
-SHARED = ("kernel_agent.sandbox.protocol", "kernel_agent.sandbox.channel", "kernel_agent.sandbox.tensors")
+SHARED = (
+    "kernel_agent.sandbox.protocol",
+    "kernel_agent.sandbox.channel",
+    "kernel_agent.sandbox.tensors",
+    "kernel_agent.sandbox.lifeline",
+)
 INSIDE_MAY_IMPORT = (
     INSIDE,
     *SHARED,

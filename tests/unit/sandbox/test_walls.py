@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -102,3 +103,16 @@ def test_an_eperm_reason_names_the_walls() -> None:
     except RuntimeError as wrapped:
         assert refused_by_walls(wrapped)
     assert not refused_by_walls(FileNotFoundError(errno.ENOENT, "gone"))
+
+
+def test_the_walls_go_up_before_anything_that_starts_a_thread() -> None:
+    """numpy's OpenBLAS starts its pool at import (a thread budget of 2 made every evaluation end "2 threads
+    before the candidate"): the worker's first module imports neither it nor torch before the walls."""
+    code = (
+        "import os, sys\n"
+        "import kernel_agent.sandbox.inside.start\n"
+        "print(len(os.listdir('/proc/self/task')), 'numpy' in sys.modules, 'torch' in sys.modules)\n"
+    )
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "4", "OMP_NUM_THREADS": "4"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.split() == ["1", "False", "False"], out
