@@ -27,12 +27,12 @@ from kernel_agent.regions import emit, rank
 from kernel_agent.regions.capture import CaptureError, capture, check_against_eager
 from kernel_agent.regions.checks import CheckFailed, check_folder
 from kernel_agent.regions.codegen import CodegenError, generate
-from kernel_agent.regions.find import Instance, find_instances, module_depths
+from kernel_agent.regions.find import Instance, find_instances, module_depths, trimmed
 from kernel_agent.regions.graph import categories, name
 from kernel_agent.regions.program import Matched, build_program, find_axes, match, op_names, signature
 from kernel_agent.regions.records import Capture
 
-KIND_ORDER = {"horizontal": 0, "module": 1, "chain": 2, "epilogue": 3, "op": 4}
+KIND_ORDER = {"horizontal": 0, "module": 1, "chain": 2, "epilogue": 3, "op": 4, "trimmed": 5}
 
 
 @dataclass
@@ -71,6 +71,7 @@ class Region:
     bytes: dict[str, int] = field(default_factory=dict)
     headroom: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    trimmed_from: str = ""  # for a trimmed region: the region whose free ops it is
 
     @property
     def ops(self) -> list[str]:
@@ -161,8 +162,7 @@ def run_regions(plan: RegionsPlan, progress: Callable[[str], None] = lambda _s: 
     if len(caps) < 2:
         errors.append("one shape label only: every size is a constant (give the recipe two labels whose sizes differ)")
     progress("finding regions")
-    regions = _regions(caps, plan.granularity)
-    _select(regions)
+    regions = _select(_regions(caps, plan.granularity), caps, axes)
     compute = _compute_dtype(model)
     out = plan.out
     (out / "problems").mkdir(parents=True, exist_ok=True)
@@ -229,9 +229,15 @@ def _priority(inst: Instance, depths: dict[str, int], module_ops: list[tuple[set
     return {"epilogue": 4, "chain": 5, "op": 6, "module": 8}[inst.kind]
 
 
-def _select(regions: list[Region]) -> None:
-    taken: dict[int, str] = {}
+def _select(regions: list[Region], caps: list[Capture], axes: list[tuple[int, ...]]) -> list[Region]:
+    """The disjoint cut, first come first served; a region partly overlapped by those selected before it
+    offers its free ops as trimmed regions (placed right after it), re-derived and re-matched from scratch.
+    Returns every region, the trimmed ones included."""
+    taken: list[dict[int, str]] = [{} for _ in caps]
+    cats_of = [categories(c) for c in caps]
+    result: list[Region] = []
     for region in regions:
+        result.append(region)
         first = region.instances[0]
         if first.problem is not None:
             region.why = f"not a problem: {first.problem}"
@@ -239,28 +245,79 @@ def _select(regions: list[Region]) -> None:
         if region.priority >= 8:
             region.why = "a module above the layers (its parts are regions of their own)"
             continue
-        free, blocked = [], set()
+        free, blocked, partial = [], set(), []
         for m in region.instances:
-            ops = set(m.programs[0].body)
-            hit = {taken[i] for i in ops if i in taken}
+            hit = {taken[0][i] for i in m.programs[0].body if i in taken[0]}
             if hit:
                 blocked |= hit
+                partial.append(m)
             else:
                 free.append(m)
-        if not free:
+        if free:
+            _take(region, free, taken)
+            region.why = "selected" + (
+                f" ({len(free)} of {len(region.instances)} instances; the others overlap "
+                + ", ".join(sorted(blocked))
+                + ")"
+                if blocked
+                else ""
+            )
+        else:
             region.why = "overlaps " + ", ".join(sorted(blocked)) + " (selected first)"
+        parts = _trimmed_regions(region, partial, caps, cats_of, taken, axes)
+        for part in parts:
+            _take(part, part.instances, taken)
+            part.why = f"selected (the free ops of {region.slug}_{region.id}; the rest overlaps " + (
+                ", ".join(sorted(blocked)) + ")"
+            )
+        if parts:
+            region.why += "; its free ops: " + ", ".join(f"{p.slug}_{p.id}" for p in parts)
+        result.extend(parts)
+    return result
+
+
+def _take(region: Region, chosen: list[Matched], taken: list[dict[int, str]]) -> None:
+    region.selected = chosen
+    for m in chosen:
+        for k, p in enumerate(m.programs):
+            for i in p.body:
+                taken[k][i] = f"{region.slug}_{region.id}"
+
+
+def _trimmed_regions(
+    region: Region,
+    partial: list[Matched],
+    caps: list[Capture],
+    cats_of: list[dict[int, str]],
+    taken: list[dict[int, str]],
+    axes: list[tuple[int, ...]],
+) -> list[Region]:
+    """The free parts of a region's overlapped instances, each matched across labels like any candidate; parts
+    that do not match, are not a problem, or overlap a part already kept are dropped."""
+    by_sig: dict[str, Region] = {}
+    used: set[int] = set()
+    for m in partial:
+        per_label = [trimmed(p.instance, set(taken[k]), caps[k], cats_of[k]) for k, p in enumerate(m.programs)]
+        if not per_label[0] or any(len(t) != len(per_label[0]) for t in per_label):
             continue
-        region.selected = free
-        region.why = "selected" + (
-            f" ({len(free)} of {len(region.instances)} instances; the others overlap "
-            + ", ".join(sorted(blocked))
-            + ")"
-            if blocked
-            else ""
-        )
-        for m in free:
-            for i in m.programs[0].body:
-                taken[i] = f"{region.slug}_{region.id}"
+        for insts in zip(*per_label):
+            if len({i.key for i in insts}) != 1 or used & set(insts[0].ops):
+                continue
+            programs = [build_program(caps[k], inst, cats_of[k]) for k, inst in enumerate(insts)]
+            tm = match(programs, axes)
+            if tm.problem is not None or not tm.programs[0].outputs or not tm.programs[0].inputs:
+                continue
+            used |= set(insts[0].ops)
+            sig = signature(tm)
+            part = by_sig.get(sig)
+            if part is None:
+                ops = op_names(programs[0])
+                part = Region(sig, "trimmed", _slug("trimmed", insts[0].cls, ops), insts[0].cls, [])
+                part.priority = region.priority
+                part.trimmed_from = f"{region.slug}_{region.id}"
+                by_sig[sig] = part
+            part.instances.append(tm)
+    return list(by_sig.values())
 
 
 def _compute_dtype(model: torch.nn.Module) -> str:
@@ -465,6 +522,7 @@ def region_record(r: Region, labels: list[str]) -> dict[str, Any]:
         "emitted": r.emitted,
         "folder": r.folder,
         "binding": _binding(r),
+        "trimmed_from": r.trimmed_from,
         "setup_ops": [name(first.cap.ops[i]) for i in first.prelude],
         "share": {k: [round(x, 4) for x in v] for k, v in r.share.items()},
         "ms": {k: round(v * 1e3, 4) for k, v in r.seconds.items()},
@@ -582,7 +640,7 @@ def captured_values(data: dict[str, Any]) -> tuple[dict[str, list], str | None]:
         except CaptureError as exc:
             return {}, str(exc)
     found: dict[str, list] = {}
-    for region in _regions(caps, data.get("granularity", "auto")):
+    for region in _select(_regions(caps, data.get("granularity", "auto")), caps, find_axes(caps)):
         found[region.id] = [
             ([p.cap.tensors[v] for v in p.inputs], [p.cap.tensors[v] for v in p.outputs])
             for m in region.instances
