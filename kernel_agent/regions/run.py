@@ -92,6 +92,7 @@ class RegionsOutcome:
     timing: dict[str, dict[str, Any]]
     coverage: dict[str, float]
     bound: dict[str, dict[str, float | None]]
+    coverage_interval: dict[str, list[float]] = field(default_factory=dict)
 
 
 def _slug(kind: str, cls: str, ops: list[str]) -> str:
@@ -443,6 +444,14 @@ def _time(
             ).floor_ms
             if floor and floor > 0:
                 region.headroom[cap.label] = max(1.0, region.seconds[cap.label] * 1e3 / floor)
+        if timing.refusal is None:
+            # the share of the selected ops together, per round: a sum of per-region medians is not the median of
+            # the sums, and on a loaded machine it falls short of the share the cut really holds
+            union = {i for r in regions for m in r.selected for i in m.programs[k].body}
+            if union:
+                f, lo, hi = rank.share(timing, union)
+                outcome.coverage[cap.label] = f
+                outcome.coverage_interval[cap.label] = [lo, hi]
 
 
 def _work(chosen: list[Matched], k: int) -> tuple[int, int]:
@@ -494,7 +503,6 @@ def _finish(regions: list[Region], plan: RegionsPlan, outcome: RegionsOutcome) -
             continue
         fs = [r.share[label][0] for r in chosen]
         hs = [r.headroom.get(label) for r in chosen]
-        outcome.coverage[label] = sum(fs)
         outcome.bound[label] = {
             "2x": rank.combined(fs, [2.0] * len(fs)),
             "roofline": rank.combined(fs, hs),
@@ -541,6 +549,11 @@ def region_record(r: Region, labels: list[str]) -> dict[str, Any]:
     }
 
 
+def _interval(data: dict[str, Any], label: str) -> str:
+    lo_hi = data.get("coverage_interval", {}).get(label)
+    return f" [{100 * lo_hi[0]:.1f}, {100 * lo_hi[1]:.1f}]" if lo_hi else ""
+
+
 def _x(x: float | None) -> str:
     return f"{x:.3f}x" if x is not None else "unbounded"
 
@@ -562,6 +575,7 @@ def outcome_json(o: RegionsOutcome) -> dict[str, Any]:
         "errors": o.errors,
         "timing": o.timing,
         "coverage": {k: round(v, 4) for k, v in o.coverage.items()},
+        "coverage_interval": {k: [round(x, 4) for x in v] for k, v in o.coverage_interval.items()},
         "bound": {k: {s: _r(b) for s, b in v.items()} for k, v in o.bound.items()},
         "regions": [region_record(r, labels) for r in o.regions],
     }
@@ -617,7 +631,8 @@ def markdown(data: dict[str, Any]) -> str:
         if label in data["coverage"]:
             b = data["bound"][label]
             rows.append(
-                f"- {label}: the selected set covers {data['coverage'][label]:.1%} of the forward; "
+                f"- {label}: the selected set covers {data['coverage'][label]:.1%}{_interval(data, label)} of the "
+                "forward; "
                 f"model bound {_x(b['2x'])} at 2x, {_x(b['roofline'])} at the roofline, "
                 f"{_x(b['infinity'])} at infinity"
             )

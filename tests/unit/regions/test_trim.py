@@ -76,3 +76,19 @@ def test_trimming_keeps_connected_parts_that_do_work_and_nothing_else() -> None:
     # taking the cat leaves `relu, unsqueeze` (work) and `flatten` (a view alone: no part)
     (left,) = trimmed(chain, {ops["cat"]}, cap, cats)
     assert left.ops == (ops["relu"], ops["unsqueeze"])
+
+
+def test_coverage_is_the_share_of_the_selected_ops_together(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every op of this model is in the cut, so the selected ops hold the whole forward in every round: the
+    coverage is 1 exactly, where a sum of per-region medians (each from its own rounds) falls short of it."""
+    import kernel_agent.measure.contention as contention
+    from kernel_agent.measure.ceilings import Ceilings
+
+    monkeypatch.setattr(contention, "CONTENTION_LIMIT", 1e9)  # a reading whatever the load: the ratio is the test
+    given = Ceilings("cpu-test", "cpu", memory_gbps=10.0, gflops={"float32": 50.0})
+    run_regions(RegionsPlan(RECIPE, out=tmp_path, rounds=5, ceilings=given))
+    data = json.loads((tmp_path / "regions.json").read_text())
+    assert set(data["coverage"]) == {"b4", "b7"}
+    for label, f in data["coverage"].items():
+        assert f == pytest.approx(1.0) and data["coverage_interval"][label] == pytest.approx([1.0, 1.0])
+    assert "the selected set covers 100.0% [100.0, 100.0] of the forward" in (tmp_path / "regions.md").read_text()
