@@ -502,6 +502,9 @@ def _finish(regions: list[Region], plan: RegionsPlan, outcome: RegionsOutcome) -
         if not chosen:
             continue
         fs = [r.share[label][0] for r in chosen]
+        if label in outcome.coverage and sum(fs) > 0:
+            # the regions' medians apportion the set's own share, so the bounds agree with the coverage
+            fs = [f * outcome.coverage[label] / sum(fs) for f in fs]
         hs = [r.headroom.get(label) for r in chosen]
         outcome.bound[label] = {
             "2x": rank.combined(fs, [2.0] * len(fs)),

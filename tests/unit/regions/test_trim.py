@@ -92,3 +92,5 @@ def test_coverage_is_the_share_of_the_selected_ops_together(tmp_path: Path, monk
     for label, f in data["coverage"].items():
         assert f == pytest.approx(1.0) and data["coverage_interval"][label] == pytest.approx([1.0, 1.0])
     assert "the selected set covers 100.0% [100.0, 100.0] of the forward" in (tmp_path / "regions.md").read_text()
+    for label in data["coverage"]:  # the whole forward is in the cut: nothing left bounds the model at infinity
+        assert data["bound"][label]["infinity"] is None and data["bound"][label]["2x"] == pytest.approx(2.0)
