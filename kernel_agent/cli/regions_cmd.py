@@ -37,6 +37,12 @@ def regions_command(
         "uniform", "--index-dist", help="How problems draw embedding indices: uniform, or zipf:A (power A, e.g. 1.05)."
     ),
     no_timing: bool = typer.Option(False, "--no-timing", help="Skip the shares (find, write and check only)."),
+    compile_column: bool = typer.Option(
+        False,
+        "--compile",
+        help="Also time each emitted region's reference under torch.compile against eager (whether compile "
+        "already fixes it); about 10 s of compiling per region.",
+    ),
     check: Path | None = typer.Option(
         None, "--check", help="Re-run the checks on the problems a previous run wrote to DIR (no timing)."
     ),
@@ -73,7 +79,19 @@ def regions_command(
 
         ceilings, _ = profile_ceilings(db, "cpu", None, False)  # the ones eval and optimize use, stored once
     plan = RegionsPlan(
-        recipe, size, out, granularity, top, min_share, capture, rounds, weights, not no_timing, index_dist, ceilings
+        recipe,
+        size,
+        out,
+        granularity,
+        top,
+        min_share,
+        capture,
+        rounds,
+        weights,
+        not no_timing,
+        index_dist,
+        ceilings,
+        compile_column,
     )
     with stderr.status("regions: starting") as status:
         outcome = run_regions(plan, lambda step: status.update(f"regions: {step}"))

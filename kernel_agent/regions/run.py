@@ -27,6 +27,7 @@ from kernel_agent.regions import emit, rank
 from kernel_agent.regions.capture import CaptureError, capture, check_against_eager
 from kernel_agent.regions.checks import CheckFailed, check_folder
 from kernel_agent.regions.codegen import CodegenError, generate
+from kernel_agent.regions.compiled import CompileReading, compile_speedup
 from kernel_agent.regions.find import Instance, find_instances, module_depths, trimmed
 from kernel_agent.regions.graph import categories, name
 from kernel_agent.regions.program import Matched, build_program, find_axes, match, op_names, signature
@@ -49,6 +50,7 @@ class RegionsPlan:
     time_shares: bool = True
     index_dist: str = "uniform"  # or zipf:A, for the index inputs of embedding regions
     ceilings: Any = None  # measure.profile.Ceilings the CLI read from the database; None: measured here
+    compile: bool = False  # also time each emitted region's reference under torch.compile (--compile)
 
 
 @dataclass
@@ -72,6 +74,7 @@ class Region:
     headroom: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     trimmed_from: str = ""  # for a trimmed region: the region whose free ops it is
+    compiled: dict[str, CompileReading] = field(default_factory=dict)  # label -> torch.compile vs eager
 
     @property
     def ops(self) -> list[str]:
@@ -176,6 +179,8 @@ def run_regions(plan: RegionsPlan, progress: Callable[[str], None] = lambda _s: 
     if plan.time_shares:
         _time(regions, caps, case, plan, outcome, progress)
     _finish(regions, plan, outcome)
+    if plan.compile:
+        _compile_column(regions, labels, plan, progress)
     outcome.regions = regions
     _tables(outcome, out)
     return outcome
@@ -454,6 +459,20 @@ def _time(
                 outcome.coverage_interval[cap.label] = [lo, hi]
 
 
+def _compile_column(
+    regions: list[Region], labels: list[str], plan: RegionsPlan, progress: Callable[[str], None]
+) -> None:
+    for region in regions:
+        if not region.emitted:
+            continue
+        progress(f"torch.compile of {region.slug}_{region.id}")
+        for k, label in enumerate(labels):
+            p = region.selected[0].programs[k]
+            region.compiled[label] = compile_speedup(
+                plan.out / region.folder, [p.cap.tensors[v] for v in p.inputs], plan.rounds
+            )
+
+
 def _work(chosen: list[Matched], k: int) -> tuple[int, int]:
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -549,7 +568,21 @@ def region_record(r: Region, labels: list[str]) -> dict[str, Any]:
             for k, v in r.share.items()
         },
         "warnings": r.warnings,
+        "compile": {
+            k: {"speedup": _r(c.speedup), "interval": [_r(c.low), _r(c.high)], "reason": c.reason}
+            for k, c in r.compiled.items()
+        },
     }
+
+
+def _compile_cell(readings: dict[str, dict[str, Any]]) -> str:
+    cells = []
+    for label, c in readings.items():
+        if c["speedup"] is None:
+            cells.append(f"{label}: no reading ({c['reason']})")
+        else:
+            cells.append(f"{label}: {c['speedup']:.2f}x [{c['interval'][0]:.2f}, {c['interval'][1]:.2f}]")
+    return "; ".join(cells) or "-"
 
 
 def _interval(data: dict[str, Any], label: str) -> str:
@@ -598,6 +631,7 @@ def _tables(o: RegionsOutcome, out: Path) -> None:
 
 def markdown(data: dict[str, Any]) -> str:
     labels = [c["label"] for c in data["captures"]]
+    compiled = any(r.get("compile") for r in data["regions"])
     rows = [f"# Regions of {data['recipe']} (size {data['size']}, torch {data['torch']})", ""]
     for c in data["captures"]:
         rows.append(f"- {c['label']}: {c['mode']} capture, {c['ops']} ops ({c['why']})")
@@ -613,8 +647,10 @@ def markdown(data: dict[str, Any]) -> str:
         "",
         "| region | kind | count | "
         + " | ".join(f"share {x} [95%]" for x in labels)
-        + " | headroom | bound 2x / roofline / inf | status |",
-        "|" + "---|" * (6 + len(labels)),
+        + " | headroom | bound 2x / roofline / inf"
+        + (" | torch.compile vs eager [95%]" if compiled else "")
+        + " | status |",
+        "|" + "---|" * (6 + len(labels) + int(compiled)),
     ]
     for r in data["regions"]:
         shares = [
@@ -627,7 +663,9 @@ def markdown(data: dict[str, Any]) -> str:
         rows.append(
             f"| {r['slug']}_{r['id']} | {r['kind']} | {r['count']} | "
             + " | ".join(shares)
-            + f" | {f'{head:.1f}x' if head else '-'} | {bound} | {r['status']} |"
+            + f" | {f'{head:.1f}x' if head else '-'} | {bound}"
+            + (f" | {_compile_cell(r['compile'])}" if compiled else "")
+            + f" | {r['status']} |"
         )
     rows.append("")
     for label in labels:

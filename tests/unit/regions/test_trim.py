@@ -94,3 +94,31 @@ def test_coverage_is_the_share_of_the_selected_ops_together(tmp_path: Path, monk
     assert "the selected set covers 100.0% [100.0, 100.0] of the forward" in (tmp_path / "regions.md").read_text()
     for label in data["coverage"]:  # the whole forward is in the cut: nothing left bounds the model at infinity
         assert data["bound"][label]["infinity"] is None and data["bound"][label]["2x"] == pytest.approx(2.0)
+
+
+def test_the_compile_column_reads_a_speedup_with_its_interval_or_one_line_why_not(
+    first: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    import kernel_agent.measure.contention as contention
+    from kernel_agent.regions.compiled import compile_speedup
+
+    data = json.loads((first / "regions.json").read_text())
+    assert all(r["compile"] == {} for r in data["regions"])  # only with --compile
+    part = next(r for r in data["regions"] if r["kind"] == "trimmed")
+    inputs = [torch.randn(4, 8), torch.randn(4, 2, 8)]
+    monkeypatch.setattr(contention, "CONTENTION_LIMIT", 1e9)  # a reading whatever the load
+    reading = compile_speedup(first / part["folder"], inputs, 5)
+    assert reading.reason is None and reading.speedup is not None and reading.speedup > 0
+    assert reading.low is not None and reading.high is not None
+    assert reading.low <= reading.speedup <= reading.high
+
+    def no_compiler(*_a: object, **_k: object) -> object:  # stands in for a machine without a C++ compiler
+        raise RuntimeError("InductorError: no working C++ compiler found\n(details)")
+
+    monkeypatch.setattr(torch, "compile", no_compiler)
+    failed = compile_speedup(first / part["folder"], inputs, 5)
+    assert (
+        failed.speedup is None and failed.reason == "torch.compile failed: InductorError: no working C++ compiler found"
+    )
