@@ -41,6 +41,12 @@ def regions_command(
         "uniform", "--index-dist", help="How problems draw embedding indices: uniform, or zipf:A (power A, e.g. 1.05)."
     ),
     no_timing: bool = typer.Option(False, "--no-timing", help="Skip the shares (find, write and check only)."),
+    compile_column: bool = typer.Option(
+        False,
+        "--compile",
+        help="Also time each emitted region's reference under torch.compile against eager (whether compile "
+        "already fixes it); about 10 s of compiling per region.",
+    ),
     check: Path | None = typer.Option(
         None, "--check", help="Re-run the checks on the problems a previous run wrote to DIR (no timing)."
     ),
@@ -92,6 +98,7 @@ def regions_command(
         index_dist,
         ceilings,
         device,
+        compile_column,
     )
     with stderr.status("regions: starting") as status:
         outcome = run_regions(plan, lambda step: status.update(f"regions: {step}"))

@@ -252,3 +252,33 @@ def _consumer(op: Op, ops: list[Op], cats: dict[int, str], readers: dict[int, li
             continue
         return user, path
     return None, set()
+
+
+def trimmed(inst: Instance, taken: set[int], cap: Capture, cats: dict[int, str]) -> list[Instance]:
+    """What is left of a candidate once the ops of already-selected regions are taken out: its free ops, split
+    into connected parts, each part that still does work (an anchor or a fusible op) as an instance of its own.
+
+    Why: a region partly overlapped by a selected one would otherwise be dropped whole, and its free ops (a
+    model's `unsqueeze + cat` between two selected MLPs) would be in no region and no coverage."""
+    free = {i for i in inst.ops if i not in taken and cats[i] != "param-view"}
+    if not free or len(free) == len([i for i in inst.ops if cats[i] != "param-view"]):
+        return []
+    parent = {i: i for i in free}
+    readers = cap.consumers()
+    for i in sorted(free):
+        for out in cap.ops[i].outputs:
+            for j in readers.get(out, []) if out is not None else []:
+                if j in free:
+                    parent[_root(parent, j)] = _root(parent, i)
+    parts: dict[int, set[int]] = {}
+    for i in sorted(free):
+        parts.setdefault(_root(parent, i), set()).add(i)
+    producer = {v.id: v.producer for v in cap.values.values()}
+    found = []
+    for k, part in enumerate(sorted(parts.values(), key=min)):
+        if not any(cats[i] in ("anchor", "fusible", "mutating") for i in part):
+            continue
+        members = sorted(_with_param_views(part, cap.ops, cats, producer))
+        path, cls = _common([cap.ops[i] for i in sorted(part)])
+        found.append(Instance("trimmed", f"{inst.key}/free{k}", tuple(members), path, cls))
+    return found

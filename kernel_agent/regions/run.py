@@ -27,12 +27,13 @@ from kernel_agent.regions import emit, rank
 from kernel_agent.regions.capture import CaptureError, capture, check_against_eager
 from kernel_agent.regions.checks import CheckFailed, check_folder
 from kernel_agent.regions.codegen import CodegenError, generate
-from kernel_agent.regions.find import Instance, find_instances, module_depths
+from kernel_agent.regions.compiled import CompileReading, compile_speedup
+from kernel_agent.regions.find import Instance, find_instances, module_depths, trimmed
 from kernel_agent.regions.graph import categories, name
 from kernel_agent.regions.program import Matched, build_program, find_axes, match, op_names, signature
 from kernel_agent.regions.records import Capture
 
-KIND_ORDER = {"horizontal": 0, "module": 1, "chain": 2, "epilogue": 3, "op": 4}
+KIND_ORDER = {"horizontal": 0, "module": 1, "chain": 2, "epilogue": 3, "op": 4, "trimmed": 5}
 
 
 @dataclass
@@ -50,6 +51,7 @@ class RegionsPlan:
     index_dist: str = "uniform"  # or zipf:A, for the index inputs of embedding regions
     ceilings: Any = None  # measure.profile.Ceilings the CLI read from the database; None: measured here
     device: str = "cpu"  # where the shares are timed: cpu (host clock around each op) or cuda (kernel device time)
+    compile: bool = False  # also time each emitted region's reference under torch.compile (--compile)
 
 
 @dataclass
@@ -72,6 +74,8 @@ class Region:
     bytes: dict[str, int] = field(default_factory=dict)
     headroom: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    trimmed_from: str = ""  # for a trimmed region: the region whose free ops it is
+    compiled: dict[str, CompileReading] = field(default_factory=dict)  # label -> torch.compile vs eager
 
     @property
     def ops(self) -> list[str]:
@@ -92,6 +96,7 @@ class RegionsOutcome:
     timing: dict[str, dict[str, Any]]
     coverage: dict[str, float]
     bound: dict[str, dict[str, float | None]]
+    coverage_interval: dict[str, list[float]] = field(default_factory=dict)
 
 
 def _slug(kind: str, cls: str, ops: list[str]) -> str:
@@ -162,8 +167,7 @@ def run_regions(plan: RegionsPlan, progress: Callable[[str], None] = lambda _s: 
     if len(caps) < 2:
         errors.append("one shape label only: every size is a constant (give the recipe two labels whose sizes differ)")
     progress("finding regions")
-    regions = _regions(caps, plan.granularity)
-    _select(regions)
+    regions = _select(_regions(caps, plan.granularity), caps, axes)
     compute = _compute_dtype(model)
     out = plan.out
     (out / "problems").mkdir(parents=True, exist_ok=True)
@@ -176,6 +180,8 @@ def run_regions(plan: RegionsPlan, progress: Callable[[str], None] = lambda _s: 
     if plan.time_shares:
         _time(regions, caps, case, plan, outcome, progress)
     _finish(regions, plan, outcome)
+    if plan.compile:
+        _compile_column(regions, labels, plan, progress)
     outcome.regions = regions
     _tables(outcome, out)
     return outcome
@@ -230,9 +236,15 @@ def _priority(inst: Instance, depths: dict[str, int], module_ops: list[tuple[set
     return {"epilogue": 4, "chain": 5, "op": 6, "module": 8}[inst.kind]
 
 
-def _select(regions: list[Region]) -> None:
-    taken: dict[int, str] = {}
+def _select(regions: list[Region], caps: list[Capture], axes: list[tuple[int, ...]]) -> list[Region]:
+    """The disjoint cut, first come first served; a region partly overlapped by those selected before it
+    offers its free ops as trimmed regions (placed right after it), re-derived and re-matched from scratch.
+    Returns every region, the trimmed ones included."""
+    taken: list[dict[int, str]] = [{} for _ in caps]
+    cats_of = [categories(c) for c in caps]
+    result: list[Region] = []
     for region in regions:
+        result.append(region)
         first = region.instances[0]
         if first.problem is not None:
             region.why = f"not a problem: {first.problem}"
@@ -240,28 +252,79 @@ def _select(regions: list[Region]) -> None:
         if region.priority >= 8:
             region.why = "a module above the layers (its parts are regions of their own)"
             continue
-        free, blocked = [], set()
+        free, blocked, partial = [], set(), []
         for m in region.instances:
-            ops = set(m.programs[0].body)
-            hit = {taken[i] for i in ops if i in taken}
+            hit = {taken[0][i] for i in m.programs[0].body if i in taken[0]}
             if hit:
                 blocked |= hit
+                partial.append(m)
             else:
                 free.append(m)
-        if not free:
+        if free:
+            _take(region, free, taken)
+            region.why = "selected" + (
+                f" ({len(free)} of {len(region.instances)} instances; the others overlap "
+                + ", ".join(sorted(blocked))
+                + ")"
+                if blocked
+                else ""
+            )
+        else:
             region.why = "overlaps " + ", ".join(sorted(blocked)) + " (selected first)"
+        parts = _trimmed_regions(region, partial, caps, cats_of, taken, axes)
+        for part in parts:
+            _take(part, part.instances, taken)
+            part.why = f"selected (the free ops of {region.slug}_{region.id}; the rest overlaps " + (
+                ", ".join(sorted(blocked)) + ")"
+            )
+        if parts:
+            region.why += "; its free ops: " + ", ".join(f"{p.slug}_{p.id}" for p in parts)
+        result.extend(parts)
+    return result
+
+
+def _take(region: Region, chosen: list[Matched], taken: list[dict[int, str]]) -> None:
+    region.selected = chosen
+    for m in chosen:
+        for k, p in enumerate(m.programs):
+            for i in p.body:
+                taken[k][i] = f"{region.slug}_{region.id}"
+
+
+def _trimmed_regions(
+    region: Region,
+    partial: list[Matched],
+    caps: list[Capture],
+    cats_of: list[dict[int, str]],
+    taken: list[dict[int, str]],
+    axes: list[tuple[int, ...]],
+) -> list[Region]:
+    """The free parts of a region's overlapped instances, each matched across labels like any candidate; parts
+    that do not match, are not a problem, or overlap a part already kept are dropped."""
+    by_sig: dict[str, Region] = {}
+    used: set[int] = set()
+    for m in partial:
+        per_label = [trimmed(p.instance, set(taken[k]), caps[k], cats_of[k]) for k, p in enumerate(m.programs)]
+        if not per_label[0] or any(len(t) != len(per_label[0]) for t in per_label):
             continue
-        region.selected = free
-        region.why = "selected" + (
-            f" ({len(free)} of {len(region.instances)} instances; the others overlap "
-            + ", ".join(sorted(blocked))
-            + ")"
-            if blocked
-            else ""
-        )
-        for m in free:
-            for i in m.programs[0].body:
-                taken[i] = f"{region.slug}_{region.id}"
+        for insts in zip(*per_label):
+            if len({i.key for i in insts}) != 1 or used & set(insts[0].ops):
+                continue
+            programs = [build_program(caps[k], inst, cats_of[k]) for k, inst in enumerate(insts)]
+            tm = match(programs, axes)
+            if tm.problem is not None or not tm.programs[0].outputs or not tm.programs[0].inputs:
+                continue
+            used |= set(insts[0].ops)
+            sig = signature(tm)
+            part = by_sig.get(sig)
+            if part is None:
+                ops = op_names(programs[0])
+                part = Region(sig, "trimmed", _slug("trimmed", insts[0].cls, ops), insts[0].cls, [])
+                part.priority = region.priority
+                part.trimmed_from = f"{region.slug}_{region.id}"
+                by_sig[sig] = part
+            part.instances.append(tm)
+    return list(by_sig.values())
 
 
 def _compute_dtype(model: torch.nn.Module) -> str:
@@ -392,6 +455,28 @@ def _time(
             ).floor_ms
             if floor and floor > 0:
                 region.headroom[cap.label] = max(1.0, region.seconds[cap.label] * 1e3 / floor)
+        if timing.refusal is None:
+            # the share of the selected ops together, per round: a sum of per-region medians is not the median of
+            # the sums, and on a loaded machine it falls short of the share the cut really holds
+            union = {i for r in regions for m in r.selected for i in m.programs[k].body}
+            if union:
+                f, lo, hi = rank.share(timing, union)
+                outcome.coverage[cap.label] = f
+                outcome.coverage_interval[cap.label] = [lo, hi]
+
+
+def _compile_column(
+    regions: list[Region], labels: list[str], plan: RegionsPlan, progress: Callable[[str], None]
+) -> None:
+    for region in regions:
+        if not region.emitted:
+            continue
+        progress(f"torch.compile of {region.slug}_{region.id}")
+        for k, label in enumerate(labels):
+            p = region.selected[0].programs[k]
+            region.compiled[label] = compile_speedup(
+                plan.out / region.folder, [p.cap.tensors[v] for v in p.inputs], plan.rounds
+            )
 
 
 def _work(chosen: list[Matched], k: int) -> tuple[int, int]:
@@ -442,8 +527,10 @@ def _finish(regions: list[Region], plan: RegionsPlan, outcome: RegionsOutcome) -
         if not chosen:
             continue
         fs = [r.share[label][0] for r in chosen]
+        if label in outcome.coverage and sum(fs) > 0:
+            # the regions' medians apportion the set's own share, so the bounds agree with the coverage
+            fs = [f * outcome.coverage[label] / sum(fs) for f in fs]
         hs = [r.headroom.get(label) for r in chosen]
-        outcome.coverage[label] = sum(fs)
         outcome.bound[label] = {
             "2x": rank.combined(fs, [2.0] * len(fs)),
             "roofline": rank.combined(fs, hs),
@@ -471,6 +558,7 @@ def region_record(r: Region, labels: list[str]) -> dict[str, Any]:
         "emitted": r.emitted,
         "folder": r.folder,
         "binding": _binding(r),
+        "trimmed_from": r.trimmed_from,
         "setup_ops": [name(first.cap.ops[i]) for i in first.prelude],
         "share": {k: [round(x, 4) for x in v] for k, v in r.share.items()},
         "ms": {k: round(v * 1e3, 4) for k, v in r.seconds.items()},
@@ -486,7 +574,26 @@ def region_record(r: Region, labels: list[str]) -> dict[str, Any]:
             for k, v in r.share.items()
         },
         "warnings": r.warnings,
+        "compile": {
+            k: {"speedup": _r(c.speedup), "interval": [_r(c.low), _r(c.high)], "reason": c.reason}
+            for k, c in r.compiled.items()
+        },
     }
+
+
+def _compile_cell(readings: dict[str, dict[str, Any]]) -> str:
+    cells = []
+    for label, c in readings.items():
+        if c["speedup"] is None:
+            cells.append(f"{label}: no reading ({c['reason']})")
+        else:
+            cells.append(f"{label}: {c['speedup']:.2f}x [{c['interval'][0]:.2f}, {c['interval'][1]:.2f}]")
+    return "; ".join(cells) or "-"
+
+
+def _interval(data: dict[str, Any], label: str) -> str:
+    lo_hi = data.get("coverage_interval", {}).get(label)
+    return f" [{100 * lo_hi[0]:.1f}, {100 * lo_hi[1]:.1f}]" if lo_hi else ""
 
 
 def _x(x: float | None) -> str:
@@ -510,6 +617,7 @@ def outcome_json(o: RegionsOutcome) -> dict[str, Any]:
         "errors": o.errors,
         "timing": o.timing,
         "coverage": {k: round(v, 4) for k, v in o.coverage.items()},
+        "coverage_interval": {k: [round(x, 4) for x in v] for k, v in o.coverage_interval.items()},
         "bound": {k: {s: _r(b) for s, b in v.items()} for k, v in o.bound.items()},
         "regions": [region_record(r, labels) for r in o.regions],
     }
@@ -529,6 +637,7 @@ def _tables(o: RegionsOutcome, out: Path) -> None:
 
 def markdown(data: dict[str, Any]) -> str:
     labels = [c["label"] for c in data["captures"]]
+    compiled = any(r.get("compile") for r in data["regions"])
     rows = [f"# Regions of {data['recipe']} (size {data['size']}, torch {data['torch']})", ""]
     for c in data["captures"]:
         rows.append(f"- {c['label']}: {c['mode']} capture, {c['ops']} ops ({c['why']})")
@@ -544,8 +653,10 @@ def markdown(data: dict[str, Any]) -> str:
         "",
         "| region | kind | count | "
         + " | ".join(f"share {x} [95%]" for x in labels)
-        + " | headroom | bound 2x / roofline / inf | status |",
-        "|" + "---|" * (6 + len(labels)),
+        + " | headroom | bound 2x / roofline / inf"
+        + (" | torch.compile vs eager [95%]" if compiled else "")
+        + " | status |",
+        "|" + "---|" * (6 + len(labels) + int(compiled)),
     ]
     for r in data["regions"]:
         shares = [
@@ -558,14 +669,17 @@ def markdown(data: dict[str, Any]) -> str:
         rows.append(
             f"| {r['slug']}_{r['id']} | {r['kind']} | {r['count']} | "
             + " | ".join(shares)
-            + f" | {f'{head:.1f}x' if head else '-'} | {bound} | {r['status']} |"
+            + f" | {f'{head:.1f}x' if head else '-'} | {bound}"
+            + (f" | {_compile_cell(r['compile'])}" if compiled else "")
+            + f" | {r['status']} |"
         )
     rows.append("")
     for label in labels:
         if label in data["coverage"]:
             b = data["bound"][label]
             rows.append(
-                f"- {label}: the selected set covers {data['coverage'][label]:.1%} of the forward; "
+                f"- {label}: the selected set covers {data['coverage'][label]:.1%}{_interval(data, label)} of the "
+                "forward; "
                 f"model bound {_x(b['2x'])} at 2x, {_x(b['roofline'])} at the roofline, "
                 f"{_x(b['infinity'])} at infinity"
             )
@@ -588,7 +702,7 @@ def captured_values(data: dict[str, Any]) -> tuple[dict[str, list], str | None]:
         except CaptureError as exc:
             return {}, str(exc)
     found: dict[str, list] = {}
-    for region in _regions(caps, data.get("granularity", "auto")):
+    for region in _select(_regions(caps, data.get("granularity", "auto")), caps, find_axes(caps)):
         found[region.id] = [
             ([p.cap.tensors[v] for v in p.inputs], [p.cap.tensors[v] for v in p.outputs])
             for m in region.instances

@@ -81,3 +81,28 @@ def bags(size: str = "small") -> ModelCase:
 
 def broken(size: str = "small") -> ModelCase:
     raise RuntimeError("no such checkpoint")
+
+
+class Interaction(nn.Module):
+    """A DLRM-like dense path: a bottom MLP, its output stacked with pooled embeddings (`unsqueeze + cat +
+    flatten`, in no module of its own), a top MLP. The chain `relu, unsqueeze, cat, flatten` crosses the bottom
+    MLP, which is selected first."""
+
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.bottom = nn.Sequential(nn.Linear(dim, dim), nn.ReLU())
+        self.top = nn.Sequential(nn.Linear(3 * dim, dim), nn.ReLU())
+
+    def forward(self, dense: torch.Tensor, pooled: torch.Tensor) -> torch.Tensor:
+        x = self.bottom(dense)
+        return self.top(torch.cat([x.unsqueeze(1), pooled], dim=1).flatten(1))
+
+
+def interaction(size: str = "small") -> ModelCase:
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    inputs = {
+        "b4": (torch.randn(4, 8, generator=g), torch.randn(4, 2, 8, generator=g)),
+        "b7": (torch.randn(7, 8, generator=g), torch.randn(7, 2, 8, generator=g)),
+    }
+    return ModelCase(model=Interaction().eval(), inputs=inputs, layers={})

@@ -189,7 +189,7 @@ def test_regions_runs_without_database_llm_or_transformers_packages(tmp_path: Pa
     proc = _cli(no_db, "examples/models/dlrm.py:build", "--size", "tiny", "--rounds", "3", "--out", str(tmp_path / "d"))
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert "sqlalchemy is not installed: not stored" in proc.stderr
-    assert len(list((tmp_path / "d" / "problems").iterdir())) == 4
+    assert len(list((tmp_path / "d" / "problems").iterdir())) == 5
     proc = _cli(no_db, "examples/models/tiny_llama.py:build", "--size", "tiny", "--out", str(tmp_path / "l"))
     data = json.loads((tmp_path / "l" / "regions.json").read_text())
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
