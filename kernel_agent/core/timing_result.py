@@ -136,6 +136,18 @@ class SideRatios(JsonRecord):
 
 
 @dataclass(frozen=True, kw_only=True)
+class MedianCpu(JsonRecord):
+    """Each side's sandbox CPU per wall second over its requests at or below the median wall time, on the shape
+    where the candidate's stood highest against its allowance (timing/cpu_use.py): what the CPU guard on FAST
+    reads, on the same requests the speed's median is made of."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    baseline: float
+    candidate: float
+
+
+@dataclass(frozen=True, kw_only=True)
 class Resolution(JsonRecord):
     """What the timing could resolve: the target half-width, the 95% interval's own half-width, the minimum
     detectable gain at 80% power (`processes.mde`), what ended the timing; and the speed class the decision
@@ -228,7 +240,8 @@ class TimingResult(JsonRecord):
     confirmation: str | None = field(default=None, metadata=meta(optional=True))  # why a second pair was timed
     resolution: Resolution | None = field(default=None, metadata=meta(optional=True))
     processes: Processes | None = field(default=None, metadata=meta(optional=True))  # several pairs, or why one
-    cpu_per_wall: SideRatios | None = field(default=None, metadata=meta(optional=True))
+    cpu_per_wall: SideRatios | None = field(default=None, metadata=meta(optional=True))  # over every request
+    cpu_at_median: MedianCpu | None = field(default=None, metadata=meta(optional=True))  # what the guard reads
 
     def pair_reading(self) -> PairReading:
         """What a confirmed verdict keeps of this pair."""

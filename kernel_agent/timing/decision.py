@@ -28,15 +28,28 @@ class Decision:
     speed_words: str = ""  # the class in words: "same speed within 3%", "could not resolve: +-9%"
 
 
+def _ratios(estimate: TimingResult) -> tuple[float, float, str]:
+    """The candidate's and the baseline's CPU per wall second the guard judges, and where they were read: over
+    the requests at or below each shape's median time (the speed's own requests), or over every request for a
+    record timed before that was kept."""
+    at_median = estimate.cpu_at_median
+    if at_median is not None:
+        where = f" (requests at or below the median time, shape {list(at_median.shape)} {at_median.dtype})"
+        return at_median.candidate, at_median.baseline, where
+    ratios = estimate.cpu_per_wall
+    return (ratios.candidate, ratios.baseline, "") if ratios is not None else (0.0, 0.0, "")
+
+
 def cpu_guard(estimate: TimingResult) -> str | None:
     """Why a FAST must not stand: the candidate's sandbox used more CPU per wall second of its timed calls than
     the baseline's did and than its thread budget gives (work on a core it should not have had: b61_within_slack
-    read FAST once on a machine without a cpuset). None when it did not, when the record has no ratios, and when
-    no core beyond the budget was within reach: a cpuset held the sandbox to its budget's cores, or the budget
-    was every core (`cores` "any"). There the ratio can pass the budget only by CPU after the reply, before the
-    freeze: an honest two-thread OpenMP kernel's spinning threads read 2.10 against a budget of 2 in the demo."""
-    ratios = estimate.cpu_per_wall
-    cand, base = (ratios.candidate, ratios.baseline) if ratios is not None else (0.0, 0.0)
+    read FAST once on a machine without a cpuset). Read on the requests the speed's median is made of, so idle
+    requests the median leaves out cannot dilute it. None when it did not, when the record has no ratios, and
+    when no core beyond the budget was within reach: a cpuset held the sandbox to its budget's cores, or the
+    budget was every core (`cores` "any"). There the ratio can pass the budget only by CPU after the reply,
+    before the freeze: an honest two-thread OpenMP kernel's spinning threads read 2.10 against a budget of 2 in
+    the demo."""
+    cand, base, where = _ratios(estimate)
     if not cand or not base:
         return None
     cores = estimate.accounting.candidate.cores if estimate.accounting is not None else ""
@@ -46,8 +59,8 @@ def cpu_guard(estimate: TimingResult) -> str | None:
     if cand <= allowed:
         return None
     return (
-        f"its sandbox used {cand:.2f} s of CPU per second of its timed calls against the baseline's {base:.2f} "
-        f"(thread budget {estimate.threads}): the gain may be CPU it should not have had"
+        f"its sandbox used {cand:.2f} s of CPU per second of its timed calls{where} against the baseline's "
+        f"{base:.2f} (thread budget {estimate.threads}): the gain may be CPU it should not have had"
     )
 
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from kernel_agent.core.verdict import Status
 from kernel_agent.sandbox.host.session import Timed
+from kernel_agent.timing.cpu_use import cpu_use
 from kernel_agent.timing.job import Samples, TimingFailure, TimingJob
 
 CLAIM_SLACK_MS = 0.05  # a worker may not claim more time than this process's clock saw (clock granularity only)
@@ -99,17 +100,21 @@ def work_rules(job: TimingJob, samples: dict[str, Samples]) -> str | None:
     speedup against it is only understated).
 
     CPU is judged against the wall time from thaw to reply (not to the freeze: a thread stuck in
-    the kernel could stretch that), with the accounting's own granularity as the only slack."""
-    calls = [t for c in range(len(job.configs)) for t in samples["candidate"].flat(c)]
-    cpu_ms = sum(t.cpu_ns for t in calls) / 1e6
-    wall_ms = sum(t.wall_ns for t in calls) / 1e6
-    allowed = wall_ms * job.threads * CORE_SLACK + CORE_MIN_MS.get(job.candidate.accounting.method, 40.0)
+    the kernel could stretch that), with the accounting's own granularity as the only slack; on each shape alone,
+    over the requests at or below its median wall time (`cpu_use`): the requests the speed is made of, so idle
+    requests that the median leaves out cannot dilute it either."""
     reason = None
-    if cpu_ms > allowed:
-        reason = (
-            f"the candidate's sandbox used {cpu_ms:.0f} ms of CPU during {wall_ms:.0f} ms of timed calls: "
-            f"more than its {job.threads} thread(s) allow"
-        )
+    slack_ms = CORE_MIN_MS.get(job.candidate.accounting.method, 40.0)
+    for c, (shape, dtype) in enumerate(job.configs):
+        used = cpu_use(samples["candidate"].flat(c))
+        cpu_ms, wall_ms = used.cpu_ns / 1e6, used.wall_ns / 1e6
+        if cpu_ms > wall_ms * job.threads * CORE_SLACK + slack_ms:
+            reason = (
+                f"the candidate's sandbox used {cpu_ms:.0f} ms of CPU during {wall_ms:.0f} ms of timed calls "
+                f"(its {used.requests} requests at or below the median time, shape {list(shape)} {dtype}): "
+                f"more than its {job.threads} thread(s) allow"
+            )
+            break
     cand, base = job.candidate.peak_tasks(), job.baseline.peak_tasks()
     what = "at once (peak)"
     if cand is None or base is None:

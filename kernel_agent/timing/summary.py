@@ -14,6 +14,7 @@ from kernel_agent.core.timing_result import (
     Accounts,
     ContentionShare,
     HugePages,
+    MedianCpu,
     Processes,
     Resolution,
     SandboxAccount,
@@ -27,6 +28,7 @@ from kernel_agent.core.verdict import Status
 from kernel_agent.measure.contention import Contention
 from kernel_agent.sandbox.host.session import WorkerSession
 from kernel_agent.timing import processes
+from kernel_agent.timing.cpu_use import cpu_use, worst_shape
 from kernel_agent.timing.job import TimingFailure, TimingJob
 from kernel_agent.timing.processes import mde
 from kernel_agent.timing.rounds import PairRun
@@ -153,6 +155,25 @@ def cpu_per_wall(runs: list[PairRun]) -> SideRatios:
     return SideRatios(**ratios)
 
 
+def cpu_at_median(job: TimingJob, runs: list[PairRun]) -> MedianCpu | None:
+    """Each side's CPU per wall second over the requests that make each shape's median, pooled over the pairs, on
+    the shape where the candidate's stands highest against its allowance (`cpu_use`)."""
+    uses = {
+        role: [cpu_use([t for run in runs for t in run.samples[role].flat(c)]) for c in range(len(job.configs))]
+        for role in ("baseline", "candidate")
+    }
+    c = worst_shape(uses["candidate"], uses["baseline"], job.threads)
+    if c is None:
+        return None
+    shape, dtype = job.configs[c]
+    return MedianCpu(
+        shape=tuple(shape),
+        dtype=dtype,
+        baseline=uses["baseline"][c].per_wall,
+        candidate=uses["candidate"][c].per_wall,
+    )
+
+
 # ******************** the summary ********************
 
 
@@ -222,5 +243,6 @@ def summarize(
         ),
         processes=interval.processes,
         cpu_per_wall=cpu_per_wall(runs),
+        cpu_at_median=cpu_at_median(job, runs),
     )
     return result, flags
