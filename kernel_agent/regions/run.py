@@ -93,7 +93,7 @@ class RegionsOutcome:
     axes: dict[str, list[int]]
     regions: list[Region]
     errors: list[str]
-    timing: dict[str, dict[str, Any]]
+    replay: dict[str, dict[str, Any]]  # per label: the replayed and eager forward times, or why refused
     coverage: dict[str, float]
     bound: dict[str, dict[str, float | None]]
     coverage_interval: dict[str, list[float]] = field(default_factory=dict)
@@ -433,7 +433,7 @@ def _time(
             outcome.errors.append(f"{cap.label}: timing on {plan.device} failed, no shares: {str(exc).splitlines()[0]}")
             continue
         ratio = timing.replay_s / max(timing.eager_s, 1e-12)
-        outcome.timing[cap.label] = {
+        outcome.replay[cap.label] = {
             "suspect": None
             if 0.5 <= ratio <= 2.0
             else f"the replayed forward took {ratio:.2f}x the eager forward's time: its shares may not be the model's",
@@ -615,7 +615,7 @@ def outcome_json(o: RegionsOutcome) -> dict[str, Any]:
         "captures": o.captures,
         "axes": o.axes,
         "errors": o.errors,
-        "timing": o.timing,
+        "timing": o.replay,
         "coverage": {k: round(v, 4) for k, v in o.coverage.items()},
         "coverage_interval": {k: [round(x, 4) for x in v] for k, v in o.coverage_interval.items()},
         "bound": {k: {s: _r(b) for s, b in v.items()} for k, v in o.bound.items()},

@@ -113,10 +113,6 @@ def build(work: Path, read: list[Path], masked: list[Path], gpu: bool) -> None:
     device_handles = {d: os.open(d, os.O_PATH | os.O_CLOEXEC) for d in devices if os.path.exists(d)}
     links = {link: os.readlink(link) for link in ROOT_LINKS if os.path.islink(link)}
     _mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
-    for path, handle in handles.items():
-        _bind(handle, path)
-    for link, points_to in links.items():
-        _inside(link).symlink_to(points_to)
     dev = _target(Path("/dev"), True)
     _mount("tmpfs", dev, "tmpfs", MS_NOSUID, "mode=0755,size=1m")
     for device, handle in device_handles.items():
@@ -126,6 +122,12 @@ def build(work: Path, read: list[Path], masked: list[Path], gpu: bool) -> None:
     (dev / "stderr").symlink_to("/proc/self/fd/2")
     for scratch in (Path("/dev/shm"), Path("/tmp"), Path("/var/tmp")):
         _mount("tmpfs", _target(scratch, True), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m")
+    # The read-only trees after the private temp folders: a venv or build below the host's /tmp (CI's, a user's
+    # mktemp) is bound onto the private /tmp, not hidden under it.
+    for path, handle in handles.items():
+        _bind(handle, path)
+    for link, points_to in links.items():
+        _inside(link).symlink_to(points_to)
     _mount(f"/proc/self/fd/{proc}", _target(Path("/proc"), True), None, MS_BIND | MS_REC)
     for path in masked:
         target = _inside(path)
