@@ -60,7 +60,7 @@ def main() -> int:
             )
             began = time.monotonic()
             verdict = evaluate(timed, source, options)
-            resolution = (verdict.timing or {}).get("resolution") or {}
+            resolution = verdict.timing.resolution if verdict.timing is not None else None
             low, high = verdict.speedup_ci or (None, None)
             row = {
                 "kind": kind,
@@ -68,10 +68,10 @@ def main() -> int:
                 "status": str(verdict.status),
                 "speedup": verdict.speedup,
                 "ci": verdict.speedup_ci,
-                "class": resolution.get("class"),
-                "mde": resolution.get("mde"),
+                "class": resolution.speed_class if resolution else None,
+                "mde": resolution.mde if resolution else None,
                 "half_width": (high / low) ** 0.5 - 1 if low and high else None,
-                "ended_by": resolution.get("ended_by"),
+                "ended_by": resolution.ended_by if resolution else None,
                 "seconds": round(time.monotonic() - began, 2),
                 "reason": verdict.reason[:200],
             }

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SOFTMAX, cli_args
+from conftest import ROOT, SOFTMAX, cli_args, timing_record
 from sqlalchemy import inspect, make_url, text
 
 from kernel_agent.core.verdict import Verdict
@@ -138,7 +138,7 @@ def test_store_round_trip(database_url: str) -> None:
             speedup_ci=[2.1, 2.9],
             problem=problem.name,
             device="cpu",
-            timing={"baseline": {"median_ms": 5.0}, "candidate": {"median_ms": 2.0}},
+            timing=timing_record(2.5, (2.3, 2.7)),
             environment={"device_name": "cpu", "executor": {"kind": "ray"}},
         )
         evaluation_id = store.add_evaluation(db, ids[0], verdict, 1.5)

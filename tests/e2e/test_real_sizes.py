@@ -151,7 +151,10 @@ def test_small_inputs_do_not_bring_a_float64_gold_the_budget_left_out(tmp_path: 
     options = EvalOptions(sandbox_root=tmp_path / "sandbox", memory_budget=budget, threads=1, timing_rounds=4)
     verdict = evaluate(problem, CONV_SMALL_INPUTS, options)
     assert verdict.status in ("correct", "faster"), verdict.reason
-    assert verdict.checks and all("same-dtype" in check.get("reference", "") for check in verdict.checks)
+    judged = [
+        check for check in verdict.checks if check.get("passed") is not None
+    ]  # hard draws past the budget: not checked
+    assert judged and all("same-dtype" in check.get("reference", "") for check in judged)
     with_gold = evaluate(problem, CONV_SMALL_INPUTS, replace(options, memory_budget=None))
     assert with_gold.status in ("correct", "faster"), with_gold.reason
     assert not any("reference" in check for check in with_gold.checks)  # where it fits, the gold is used

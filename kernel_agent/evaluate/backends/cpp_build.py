@@ -96,7 +96,7 @@ class _CompilerLimits:
         """The limit the compiler hit, from what gcc printed when a tool was killed."""
         if "CPU time limit exceeded" in output:
             return f"the compiler hit the {self.cpu} s CPU-time limit"
-        if "File size limit exceeded" in output:
+        if "File size limit exceeded" in output or "File too large" in output:  # killed, or EFBIG (SIGXFSZ ignored)
             return (
                 f"the compiler's output passed the {self.file // MB} MB "
                 "file-size limit (the per-library cap); nothing was stored"
