@@ -18,9 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SOFTMAX, cli_args, timing_record
+from conftest import ROOT, SOFTMAX, cli_args, shape_timing, timing_record
 from sqlalchemy import inspect, make_url, text
 
+from kernel_agent.core.timing_result import Summary
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.db import writes as store
 from kernel_agent.db.session import Database, DatabaseError, current_revision, open_database
@@ -138,7 +139,13 @@ def test_store_round_trip(database_url: str) -> None:
             speedup_ci=[2.1, 2.9],
             problem=problem.name,
             device="cpu",
-            timing=timing_record(2.5, (2.3, 2.7)),
+            timing=timing_record(
+                2.5,
+                (2.3, 2.7),
+                baseline=Summary(5.0, 4.9, 5.1, 5.0, 40),
+                candidate=Summary(2.0, 1.9, 2.1, 2.0, 40),
+                per_shape=[shape_timing(base_ms=5.0, cand_ms=2.0)],
+            ),
             environment={"device_name": "cpu", "executor": {"kind": "ray"}},
         )
         evaluation_id = store.add_evaluation(db, ids[0], verdict, 1.5)
