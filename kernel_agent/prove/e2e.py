@@ -145,7 +145,10 @@ def apart(copy: Path, uid: int, recipe: str, size: str, device: str, rounds: int
     except UserProcessError as exc:
         raise PackageError(f"e2e {exc}") from None
     try:
-        proc = subprocess.run(command, cwd=copy, env=user_env(copy), capture_output=True, text=True)
+        env = user_env(copy)  # kernel_agent importable however it was installed (an editable checkout's hook is gone)
+        here = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
+        proc = subprocess.run(command, cwd=copy, env=env, capture_output=True, text=True)
     finally:
         end_uid(uid, started)
     last = (proc.stdout.strip().splitlines() or [""])[-1]

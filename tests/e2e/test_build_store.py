@@ -164,7 +164,13 @@ def test_the_store_is_unreadable_to_the_sandbox_uid_without_namespaces(tmp_path:
         )
         control = base / "open.txt"
         control.write_text("readable")
-        command = wrap(["cat", str(control), str(library)], probe("process"), base)
+        level = probe("process")
+        if level.uid == 0:
+            pytest.skip(
+                "the process level runs as root without capabilities here (its venv sits below a private folder): "
+                "Landlock, not the store's mode, keeps the store out (tests/adversarial/test_walls.py)"
+            )
+        command = wrap(["cat", str(control), str(library)], level, base)
         proc = subprocess.run(command, capture_output=True, timeout=30)
         assert proc.stdout == b"readable" and b"Permission denied" in proc.stderr, proc
     finally:
