@@ -8,9 +8,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import CANDIDATES, SOFTMAX, run_cli
+from conftest import CANDIDATES, SOFTMAX, run_cli, shape_timing, timing_record
 from scripted_server import ScriptedServer
 
+from kernel_agent.core.timing_result import Summary
 from kernel_agent.core.verdict import Verdict
 from kernel_agent.db.session import open_database
 from kernel_agent.db.writes import create_run, store_ceilings
@@ -26,13 +27,13 @@ def fenced(path: Path) -> str:
 
 
 def verdict(candidate_ms: float) -> Verdict:
-    timing = {
-        "per_shape": [
-            {"shape": [256, 2048], "dtype": "float32", "baseline_median_ms": 2.0, "candidate_median_ms": candidate_ms}
-        ],
-        "baseline": {"median_ms": 2.0},
-        "candidate": {"median_ms": candidate_ms},
-    }
+    timing = timing_record(
+        2.0 / candidate_ms,
+        (1.5, 2.5),
+        baseline=Summary(2.0, 2.0, 2.0, 2.0, 40),
+        candidate=Summary(candidate_ms, candidate_ms, candidate_ms, candidate_ms, 40),
+        per_shape=[shape_timing((256, 2048), base_ms=2.0, cand_ms=candidate_ms)],
+    )
     return Verdict(status="faster", correct=True, speedup=2.0 / candidate_ms, speedup_ci=[1.5, 2.5], timing=timing)
 
 
