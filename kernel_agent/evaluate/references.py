@@ -58,6 +58,11 @@ def _native_trailer(ref: Reference) -> str:
     return (
         "\n\n# ---- kernel-agent: torch.compile of the problem's own reference (a trusted reference point) ----\n"
         "import torch as _ka_torch\n\n"
+        "try:  # tqdm (transformers brings it) gives inductor a bar whose monitor thread the worker refuses\n"
+        "    import tqdm as _ka_tqdm\n\n"
+        "    _ka_tqdm.tqdm.monitor_interval = 0\n"
+        "except ImportError:\n"
+        "    pass\n"
         f"_ka_torch._dynamo.config.recompile_limit = {RECOMPILE_LIMIT}\n"
         f"_ka_compiled = _ka_torch.compile(reference, {_compile_args(ref)})\n\n\n"
         "def kernel(*inputs):\n"
@@ -73,6 +78,11 @@ def _kernelbench_trailer(ref: Reference) -> str:
     return (
         "\n\n# ---- kernel-agent: torch.compile of the Model's forward (a trusted reference point) ----\n"
         "import torch as _ka_torch\n\n"
+        "try:  # tqdm (transformers brings it) gives inductor a bar whose monitor thread the worker refuses\n"
+        "    import tqdm as _ka_tqdm\n\n"
+        "    _ka_tqdm.tqdm.monitor_interval = 0\n"
+        "except ImportError:\n"
+        "    pass\n"
         f"_ka_torch._dynamo.config.recompile_limit = {RECOMPILE_LIMIT}\n\n\n"
         "def ModelNew(*args):\n"
         "    model = Model(*args)\n"
