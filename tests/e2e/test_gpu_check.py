@@ -33,7 +33,7 @@ def test_the_gpu_check_runs_end_to_end_on_the_cpu(tmp_path) -> None:
     assert "| profiles | profile cpp_softmax | host | done |" in table, table
     assert "| regions | dlrm b16 | cpu | 41 found, 5 selected, 5 emitted |" in table, table
     assert "| regions | dlrm --check | cpu | 5 of 5 passed |" in table, table
-    assert table.count("| regions | dlrm ") == 7 and "coverage" in table and "share b16 " in table, table
+    assert table.count("| regions | dlrm ") == 8 and "coverage" in table and "share b16 " in table, table
     if importlib.util.find_spec("transformers") is not None:  # else a skipped row says the DLRM ran alone
         assert "| regions | tiny_llama --check | cpu | 7 of 7 passed |" in table, table
     else:
