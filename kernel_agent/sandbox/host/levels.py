@@ -8,6 +8,7 @@ profile forbids new namespaces, because each has another fix. `kernel-agent doct
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import shutil
@@ -16,6 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernel_agent.sandbox.host import device_fit
 from kernel_agent.sandbox.host.isolation import (
     MB,
     SANDBOX_UID,
@@ -67,6 +69,17 @@ def probe(preferred: str = "auto") -> Isolation:
 
 @functools.cache
 def attempt(level: str) -> Attempt:
+    """The level as it starts here, with the walls the machine's GPU still starts under (`device_fit`)."""
+    tried = _start(level)
+    if tried.isolation is None:
+        return tried
+    fitted, why = device_fit.fit(tried.isolation, device_fit.device_check())
+    if fitted is None:
+        return Attempt(level, None, why, "run `kernel-agent doctor` and report the line it gives for this level")
+    return dataclasses.replace(tried, isolation=fitted)
+
+
+def _start(level: str) -> Attempt:
     root = os.geteuid() == 0
     if level == "bwrap":
         return _bwrap(root)
