@@ -40,8 +40,24 @@ def capture(model: torch.nn.Module, inputs: tuple, label: str, mode: str = "auto
             if mode == "export":
                 raise CaptureError(f"{label}: torch.export failed: {_line(exc)}") from None
             return _trace(model, inputs, label, f"torch.export failed ({_line(exc)}); a dispatch trace instead")
-        return _Recorder(label, "export", "torch.export (non-strict, static shapes)").from_export(ep, inputs)
+        nested = _higher_order(ep)
+        if nested is None:
+            return _Recorder(label, "export", "torch.export (non-strict, static shapes)").from_export(ep, inputs)
+        why = f"the exported graph nests ops in a higher-order op ({nested}), which no region can be cut across"
+        if mode == "export":
+            raise CaptureError(f"{label}: {why}")
+        return _trace(model, inputs, label, f"{why}; a dispatch trace instead")
     return _trace(model, inputs, label, "--capture trace")
+
+
+def _higher_order(ep: Any) -> str | None:
+    """The first higher-order op of an exported graph (`wrap_with_autocast` around an `autocast(enabled=False)`
+    block, as transformers' rotary embedding has on CUDA; `wrap_with_set_grad_enabled` around `no_grad`): its
+    ops sit in a submodule the flat graph does not show."""
+    for node in ep.graph.nodes:
+        if node.op == "call_function" and isinstance(node.target, torch._ops.HigherOrderOperator):
+            return str(getattr(node.target, "__name__", node.target))
+    return None
 
 
 def _trace(model: torch.nn.Module, inputs: tuple, label: str, why: str) -> Capture:

@@ -46,3 +46,21 @@ def test_export_records_ops_with_their_modules_and_equals_eager() -> None:
     assert [op.modules[-1] for op in cap.ops] == ["0", "1", "2"]
     assert check_against_eager(model, (x,), cap) is None
     assert {cap.values[v].source for v in cap.ops[0].reads()} == {"input", "param"}
+
+
+class AutocastOff(nn.Module):
+    """An `autocast(enabled=False)` block, as transformers' rotary embedding has: on the H100 its export held a
+    `wrap_with_autocast` submodule and `regions` ended in a KeyError traceback."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", enabled=False):
+            y = (x * 2).sin()
+        return y.relu()
+
+
+def test_an_export_with_a_higher_order_op_falls_back_to_the_trace_and_says_so() -> None:
+    x = torch.randn(4, 8)
+    cap = capture(AutocastOff(), (x,), "b4")
+    assert cap.mode == "trace" and "wrap_with_autocast" in cap.why, cap.why
+    assert [op.target.split(".")[1] for op in cap.ops] == ["mul", "sin", "relu"], [op.target for op in cap.ops]
+    assert check_against_eager(AutocastOff(), (x,), cap) is None
