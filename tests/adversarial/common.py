@@ -46,6 +46,7 @@ WEAKER_LEVELS_SAMPLE = (
     "c43_fork_bomb_setsid",
     "c48_kill_parent",
     "d51_cache_dirs",
+    "b34_stop_the_baseline",
     "h13_write_input_segment",
     "w3d_sandbox_aware",
     "ok_baseline_itself",

@@ -22,7 +22,14 @@ from kernel_agent.evaluate.backends.base import BuildContext, BuildFailed
 from kernel_agent.evaluate.backends.cpp_build import build_in_sandbox
 from kernel_agent.evaluate.backends.registry import get_backend
 from kernel_agent.sandbox.deadline import Deadline
-from kernel_agent.sandbox.host.isolation import Limits, wrap
+from kernel_agent.sandbox.host.isolation import (
+    Limits,
+    package_dir,
+    prepare_workdir,
+    sandbox_env,
+    walls_command,
+    wrap,
+)
 from kernel_agent.sandbox.host.levels import probe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,24 +162,24 @@ def test_the_candidate_loads_its_library_and_cannot_list_the_store(tmp_path: Pat
 
 @ROOT_ONLY
 def test_the_store_is_unreadable_to_the_sandbox_uid_without_namespaces(tmp_path: Path) -> None:
-    """The weaker levels see the whole file system: the store's mode is what keeps it private."""
+    """The process level sees the whole file system: the store's mode keeps it from uid 65534, and Landlock from
+    root without capabilities (where a private folder above the venv makes the sandbox run so). Read as a worker
+    would, through the level's walls."""
     base = Path(tempfile.mkdtemp(dir="/tmp"))  # traversable parents, unlike pytest's 0700 tmp_path
     try:
         base.chmod(0o755)
         library = build_in_sandbox(
             SMALL % 7, BuildContext(store=base / "store", isolation=probe(), sandbox_root=tmp_path / "sandbox")
         )
-        control = base / "open.txt"
-        control.write_text("readable")
         level = probe("process")
-        if level.uid == 0:
-            pytest.skip(
-                "the process level runs as root without capabilities here (its venv sits below a private folder): "
-                "Landlock, not the store's mode, keeps the store out (tests/adversarial/test_walls.py)"
-            )
-        command = wrap(["cat", str(control), str(library)], level, base)
-        proc = subprocess.run(command, capture_output=True, timeout=30)
-        assert proc.stdout == b"readable" and b"Permission denied" in proc.stderr, proc
+        work = base / "work"
+        prepare_workdir(work, level.uid)
+        control = work / "open.txt"
+        control.write_text("readable")
+        command = wrap(walls_command(["cat", str(control), str(library)], level, work), level, work)
+        env = sandbox_env({"PYTHONPATH": str(package_dir().parent)}, work)
+        proc = subprocess.run(command, capture_output=True, timeout=60, env=env, cwd=work)
+        assert proc.stdout == b"readable" and b"Permission denied" in proc.stderr, (level, proc)
     finally:
         shutil.rmtree(base)
 
