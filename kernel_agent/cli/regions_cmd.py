@@ -77,7 +77,9 @@ def regions_command(
         fail(f"--device {device!r}: use cpu or cuda")
     if device == "cuda" and not _cuda_here():
         fail("--device cuda: no CUDA device here (torch.cuda.is_available() is False); use --device cpu")
-    from kernel_agent.regions.run import RegionsPlan, outcome_json, run_regions
+    from kernel_agent.regions.outcome import RegionsPlan
+    from kernel_agent.regions.run import run_regions
+    from kernel_agent.regions.tables import outcome_json
 
     ceilings = None
     if not no_timing:
@@ -140,7 +142,7 @@ def _index_dist_ok(text: str) -> bool:
 
 
 def show(data: dict, out: Path) -> None:
-    from kernel_agent.regions.run import markdown
+    from kernel_agent.regions.tables import markdown
 
     for line in markdown(data).splitlines():
         stdout.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from kernel_agent.regions.checks import CheckFailed, check_folder
-from kernel_agent.regions.run import RegionsPlan, run_regions
+from kernel_agent.regions.outcome import RegionsPlan
+from kernel_agent.regions.run import run_regions
 
 RECIPE = str(Path(__file__).with_name("small_recipe.py"))
 ROOT = Path(__file__).resolve().parents[3]

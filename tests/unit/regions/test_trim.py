@@ -10,10 +10,12 @@ import pytest
 from kernel_agent.prove.recipe import load_recipe
 from kernel_agent.regions.capture import capture
 from kernel_agent.regions.checks import check_folder
+from kernel_agent.regions.cut import regions_of, select
 from kernel_agent.regions.find import Instance, trimmed
 from kernel_agent.regions.graph import categories, name
+from kernel_agent.regions.outcome import RegionsPlan
 from kernel_agent.regions.program import find_axes
-from kernel_agent.regions.run import RegionsPlan, _regions, _select, captured_values, run_regions
+from kernel_agent.regions.run import captured_values, run_regions
 
 RECIPE = f"{Path(__file__).with_name('small_recipe.py')}:interaction"
 
@@ -47,7 +49,7 @@ def test_the_interaction_between_two_selected_mlps_becomes_a_trimmed_region(firs
 
 def test_with_the_trimmed_region_every_op_that_does_work_is_in_the_cut() -> None:
     caps = _captures()
-    regions = _select(_regions(caps, "auto"), caps, find_axes(caps))
+    regions = select(regions_of(caps, "auto"), caps, find_axes(caps))
     covered = {i for r in regions for m in r.selected for i in m.programs[0].body}
     cats = categories(caps[0])
     assert {i for i, c in cats.items() if c in ("anchor", "fusible")} <= covered
