@@ -98,14 +98,22 @@ def show(data: dict) -> None:
         else "outputs: not comparable",
         highlight=False,
     )
+    for kernel, refused in data.get("unswapped", {}).items():
+        for path, why in refused.items():
+            stdout.print(
+                f"{clean(kernel, 22):<22} not swapped at {clean(path, 80)}: {clean(why, 200)}", highlight=False
+            )
     for row in data["per_shape"]:
         bound = data["amdahl"].get(row["shape"])
+        realized = data.get("realized", {}).get(row["shape"])
         stdout.print(
             f"model forward {row['shape']}: {_x(row['speedup'], row['ci'])} (unswapped {row['plain_ms']:.3f} ms, "
             f"swapped {row['swapped_ms']:.3f} ms, medians); Amdahl bound from the micro speedups vs eager: "
-            f"{_x(bound)}",
+            f"{_x(bound)}" + (f", {realized:.0%} of it realized" if realized is not None else ""),
             highlight=False,
         )
+    for flag in data.get("flags", []):
+        stderr.print(f"flagged: {clean(flag, 400)}", highlight=False)
     if data["speedup"] is not None:
         stdout.print(
             f"model (geometric mean over shapes, {data['rounds']} rounds): {_x(data['speedup'], data['ci'])}",

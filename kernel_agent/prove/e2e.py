@@ -25,7 +25,7 @@ import torch
 
 from kernel_agent.core.certificate import Certificate
 from kernel_agent.export.user_process import UserProcessError, end_uid, privileges, user_env, user_uid
-from kernel_agent.prove.dispatch import NO_KERNEL_RAN, DispatchFindings, dispatch_findings
+from kernel_agent.prove.dispatch import NO_KERNEL_RAN, DispatchError, DispatchFindings, dispatch_findings, parse_counts
 from kernel_agent.prove.model_ab import amdahl, check_outputs, shares, time_models
 from kernel_agent.prove.recipe import ModelCase, RecipeError, load_recipe
 from kernel_agent.prove.shipped import PackageError, Shipped, Variant, copy_sealed, open_package, tampered
@@ -71,6 +71,9 @@ class E2EResult:
     note: str = ""
     contention: dict[str, float] = field(default_factory=dict)
     dispatch: list[str] = field(default_factory=list)  # each kernel's calls by path while the outputs were checked
+    unswapped: dict[str, dict[str, str]] = field(default_factory=dict)  # kernel -> instance path -> guard missed
+    realized: dict[str, float | None] = field(default_factory=dict)  # label -> (speedup - 1) / (bound - 1)
+    flags: list[str] = field(default_factory=list)  # a model speedup above what its bound allows, and why it may be
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -188,18 +191,44 @@ def dispatched(swapped: Swapped, expected: dict[str, int]) -> DispatchFindings:
         return DispatchFindings(
             ("dispatch counts unavailable: the package was exported before its runtime counted",), False
         )
+    misses = {k: b.misses_by_reason() for k, b in swapped.bound.items() if b.misses_by_reason()}
+    if misses:  # calls a binding's guard kept from the package: fallbacks the package never saw
+        try:
+            counts = parse_counts(snapshot)
+        except DispatchError as error:
+            return DispatchFindings((f"dispatch counts refused: {error}",), False)
+        merged = {k: {"optimized": c.optimized, "fallback": dict(c.fallbacks)} for k, c in counts.items()}
+        for kernel, reasons in misses.items():
+            entry = merged.setdefault(kernel, {"optimized": 0, "fallback": {}})
+            for reason, n in reasons.items():
+                entry["fallback"][f"binding guard: {reason}"] = n
+        snapshot = merged
     return dispatch_findings(snapshot, expected)
+
+
+def _first(refused: dict[str, str]) -> str:
+    path, why = next(iter(refused.items()), ("", "no instance"))
+    return f"{path}: {why}" + (f"; {len(refused) - 1} more" if len(refused) > 1 else "")
 
 
 def _run(
     shipped: Shipped, variants: list[Variant], case: ModelCase, recipe: str, device: str, rounds: int
 ) -> E2EResult:
     certified = {c.kernel: c for v in variants for c in v.bundle.certificates}
-    unused = {k: "the model has no layer this kernel replaces" for k in certified if k not in case.layers}
+    unused = {
+        k: case.unbound.get(k, "the model has no layer this kernel replaces")
+        for k in certified
+        if k not in case.layers and k not in case.bindings
+    }
     unused |= {k: why for k, why in case.unused.items() if k in certified}
+    if shipped.format != "pip":
+        unused |= {k: "module bindings swap into the pip format only (hf-kernels: not built)" for k in case.bindings}
     swapped = swap(case, shipped.root, shipped.format, shipped.package, sorted(certified), device)
     counts = {k: n for k, n in swapped.counts.items() if n}
     unused |= {k: "the model holds no instance of its layer" for k, n in swapped.counts.items() if not n}
+    unused |= {
+        k: f"no instance held its guards ({_first(b.refused)})" for k, b in swapped.bound.items() if not b.swapped
+    }
     result = E2EResult(
         package=str(shipped.root),
         package_name=shipped.package,
@@ -216,8 +245,9 @@ def _run(
         threads=torch.get_num_threads(),
         run_ids=sorted({c.run_id for c in certified.values()}),
         note=case.note,
+        unswapped={k: dict(b.refused) for k, b in swapped.bound.items() if b.refused},
     )
-    layers = {k: case.layers[k] for k in counts}
+    layers = {k: [case.model.get_submodule(path) for path in swapped.paths(k, case)] for k in counts}
     share = {label: shares(case.model, layers, args) for label, args in case.inputs.items()}
     result.ops = [_op(certified[k], n, {label: share[label][k] for label in share}) for k, n in sorted(counts.items())]
     swapped.reset_counts()
@@ -256,7 +286,25 @@ def _run(
         }
         for label, e in zip(timing.labels, est.per_shape)
     ]
+    eager_high = {op.kernel: op.vs_eager_ci[1] for op in result.ops if op.vs_eager_ci}
+    held_to_bound(result, {label: amdahl(s, eager_high) for label, s in share.items()})
     return result
+
+
+def held_to_bound(result: E2EResult, highest: dict[str, float | None]) -> None:
+    """Each shape's realized fraction of its Amdahl bound; a flag where the speedup's whole interval lies above
+    the bound fed with the micro intervals' upper ends (`highest`): more than the shares and the kernels allow."""
+    for row in result.per_shape:
+        label, bound, top = row["shape"], result.amdahl.get(row["shape"]), highest.get(row["shape"])
+        result.realized[label] = (row["speedup"] - 1) / (bound - 1) if bound and bound > 1.0 + 1e-9 else None
+        if top is not None and row["ci"][0] > top:
+            result.flags.append(
+                f"{label}: the model's speedup {row['speedup']:.2f}x [{row['ci'][0]:.2f}, {row['ci'][1]:.2f}] lies "
+                f"above its Amdahl bound {top:.2f}x (micro speedups at their intervals' upper ends): "
+                "not a gain to trust; "
+                "likely the swapped model computes less, or the shares or micro numbers came from other inputs, "
+                "threads or another machine"
+            )
 
 
 if __name__ == "__main__":

@@ -71,9 +71,9 @@ def check_outputs(
     return OutputCheck(True, worst_abs, worst_rel)
 
 
-def shares(model: torch.nn.Module, layers: dict[str, type[torch.nn.Module]], inputs: tuple) -> dict[str, float]:
+def shares(model: torch.nn.Module, layers: dict[str, list[torch.nn.Module]], inputs: tuple) -> dict[str, float]:
     """Each kernel's share of one forward pass of the unswapped model: the median over SHARE_CALLS passes of the
-    time inside its layer instances over the pass's time."""
+    time inside its module instances (`layers[kernel]`) over the pass's time."""
     spent: dict[str, float] = {}
     started: dict[int, float] = {}
     hooks = []
@@ -87,10 +87,9 @@ def shares(model: torch.nn.Module, layers: dict[str, type[torch.nn.Module]], inp
 
         return hook
 
-    for kernel, cls in layers.items():
-        for m in model.modules():
-            if type(m) is cls:
-                hooks += [m.register_forward_pre_hook(before), m.register_forward_hook(after(kernel))]
+    for kernel, modules in layers.items():
+        for m in modules:
+            hooks += [m.register_forward_pre_hook(before), m.register_forward_hook(after(kernel))]
     found: dict[str, list[float]] = {k: [] for k in layers}
     try:
         with torch.no_grad():

@@ -13,9 +13,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from kernel_agent.prove.binding import Binding
 
 
 class RecipeError(ValueError):
@@ -34,6 +37,8 @@ class ModelCase:
     tolerance: tuple[float, float] = (1e-4, 1e-5)
     note: str = ""  # what the recipe leaves out and why (said with the result)
     unused: dict[str, str] = field(default_factory=dict)  # kernel -> why the model has no layer for it
+    bindings: dict[str, Binding] = field(default_factory=dict)  # problem folder -> module binding (prove/binding.py)
+    unbound: dict[str, str] = field(default_factory=dict)  # problem folder -> why its region has no binding
 
 
 def load_recipe(spec: str, size: str) -> ModelCase:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import copy
 import importlib
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
 import torch
 
+from kernel_agent.prove.binding import Bound, bind
 from kernel_agent.prove.recipe import ModelCase
 
 
@@ -29,8 +30,18 @@ class Swapped:
     counts: dict[str, int]
     how: str
     package: ModuleType | None = None
+    bound: dict[str, Bound] = field(default_factory=dict)  # kernel -> what its module binding did
+
+    def paths(self, kernel: str, case: ModelCase) -> list[str]:
+        """The module paths running the kernel: its bound instances, or every instance of its layer class."""
+        if kernel in self.bound:
+            return list(self.bound[kernel].swapped)
+        cls = case.layers.get(kernel)
+        return [path for path, m in case.model.named_modules() if cls is not None and type(m) is cls]
 
     def reset_counts(self) -> None:
+        for b in self.bound.values():
+            b.reset()
         reset = getattr(self.package, "reset_dispatch_counts", None)
         if callable(reset):
             reset()
@@ -67,7 +78,9 @@ def swap(case: ModelCase, root: Path, fmt: str, package: str, kernels: list[str]
     for kernel, cls in wanted.items():
         for layer in instances(model, cls):
             layer.forward = getattr(module, kernel)  # an instance attribute: the class and model A are untouched
-    return Swapped(model, counts, f"import {package}", module)
+    bound = {k: bind(model, case.bindings[k], getattr(module, k)) for k in kernels if k in case.bindings}
+    counts |= {k: len(b.swapped) for k, b in bound.items()}
+    return Swapped(model, counts, f"import {package}", module, bound)
 
 
 def _loaded_from(build: Path) -> ModuleType | None:

@@ -51,6 +51,8 @@ class Region:
     warnings: list[str] = field(default_factory=list)
     trimmed_from: str = ""  # for a trimmed region: the region whose free ops it is
     compiled: dict[str, CompileReading] = field(default_factory=dict)  # label -> torch.compile vs eager
+    hook_share: dict[str, list[float]] = field(default_factory=dict)  # label -> share timed by hooks in the model
+    bind: dict[str, Any] = field(default_factory=dict)  # a module region's binding (regions/bind.py), or why none
 
     @property
     def ops(self) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from kernel_agent.regions import emit, rank
+from kernel_agent.regions.bind import module_binding
 from kernel_agent.regions.capture import CaptureError, capture, check_against_eager
 from kernel_agent.regions.checks import CheckFailed, check_folder
 from kernel_agent.regions.codegen import CodegenError, generate
@@ -71,8 +72,13 @@ def run_regions(plan: RegionsPlan, progress: Callable[[str], None] = lambda _s: 
     for region in regions:
         if not region.selected:
             continue
+        if region.kind == "module":
+            region.bind = module_binding(
+                model, [m.programs[0] for m in region.selected], case.inputs[caps[0].label]
+            ).to_json()
         progress(f"writing and checking {region.slug}_{region.id}")
         _emit(region, compute, axes, labels, origin, out, plan)
+    emit.write_recipe(out, plan.recipe, plan.size)
     if plan.time_shares:
         _time(regions, caps, case, plan, outcome, progress)
     _finish(regions, plan, outcome)
@@ -119,6 +125,7 @@ def _emit(
             "binding": region.binding,
             "instances_matched": region.selected,
             "shapes": dict(zip(labels, [list(s) for s in shapes])),
+            "bind": region.bind,
         },
         code,
         axes,
@@ -201,6 +208,12 @@ def _time(
             ).floor_ms
             if floor and floor > 0:
                 region.headroom[cap.label] = max(1.0, region.seconds[cap.label] * 1e3 / floor)
+        if timing.refusal is None and plan.device == "cpu":
+            for region in regions:
+                if region.kind == "module" and region.selected and region.bind.get("instances"):
+                    modules = [case.model.get_submodule(i["module"]) for i in region.bind["instances"]]
+                    f, lo, hi = rank.hook_share(case.model, modules, case.inputs[cap.label], plan.rounds)
+                    region.hook_share[cap.label] = [f, lo, hi]
         if timing.refusal is None:
             # the share of the selected ops together, per round: a sum of per-region medians is not the median of
             # the sums, and on a loaded machine it falls short of the share the cut really holds

@@ -27,9 +27,11 @@ def region_record(r: Region, labels: list[str]) -> dict[str, Any]:
         "emitted": r.emitted,
         "folder": r.folder,
         "binding": r.binding,
+        "bind": r.bind,
         "trimmed_from": r.trimmed_from,
         "setup_ops": [name(first.cap.ops[i]) for i in first.prelude],
         "share": {k: [round(x, 4) for x in v] for k, v in r.share.items()},
+        "share_hooks": {k: [round(x, 4) for x in v] for k, v in r.hook_share.items()},
         "ms": {k: round(v * 1e3, 4) for k, v in r.seconds.items()},
         "flops": r.flops,
         "bytes": r.bytes,
@@ -100,7 +102,7 @@ def write_tables(o: RegionsOutcome, out: Path) -> None:
     lines = ["# kernel-agent regions: the emitted problems in rank order (kernel-agent optimize --manifest)", ""]
     for r in data["regions"]:
         if r["emitted"]:
-            lines += ["[[kernel]]", f'name = "{r["slug"]}_{r["id"]}"', f'problem = "{r["folder"]}"', ""]
+            lines += ["[[kernel]]", f'path = "{r["folder"]}"', ""]
     (out / "kernels.toml").write_text("\n".join(lines))
 
 
