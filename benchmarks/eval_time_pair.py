@@ -1,11 +1,12 @@
 """Time per verdict of an older checkout against this one, in alternation, in one run.
 
-Usage: python benchmarks/eval_time_pair.py OLD_CHECKOUT [PAIRS] [--mix]
+Usage: python benchmarks/eval_time_pair.py OLD_CHECKOUT [PAIRS] [--mix] [--path DIRS]
 (e.g. `git worktree add /tmp/today 5dcc3dc`). One A/A evaluation of examples/cpp_softmax per call,
 each in a fresh interpreter (so per-process costs such as imports count, as they do for `eval`);
 the older code gets its own build store. With --mix, each pair is instead the eight cases MIX (the
 CPU problems both checkouts bundle, each A/A and with its bundled faster candidate), the two codes
-alternating case by case. Prints a markdown table and the ratio of the medians.
+alternating case by case. With --path, the evaluations see that PATH instead of /usr/bin:/bin (a folder of
+links without bwrap measures the `unshare` level). Prints a markdown table and the ratio of the medians.
 """
 
 from __future__ import annotations
@@ -44,14 +45,20 @@ MIX = [
 def main() -> None:
     here = str(Path(__file__).resolve().parent.parent)
     old = str(Path(sys.argv[1]).resolve())
-    args = [a for a in sys.argv[2:] if a != "--mix"]
+    argv = sys.argv[2:]
+    path = "/usr/bin:/bin"
+    if "--path" in argv:
+        at = argv.index("--path")
+        path = argv[at + 1]
+        del argv[at : at + 2]
+    args = [a for a in argv if a != "--mix"]
     pairs = int(args[0]) if args else 3
     cases = MIX if "--mix" in sys.argv else [("cpp_softmax", "-")]
     roots = {f"old ({old})": (old, "/tmp/eval_time_pair_store"), "this checkout": (here, "-")}
     results: dict[str, list[dict]] = {name: [] for name in roots}
     for case in [c for _ in range(pairs) for c in cases]:
         for name, (root, store) in roots.items():
-            env = {"PYTHONPATH": root, "PATH": "/usr/bin:/bin"}
+            env = {"PYTHONPATH": root, "PATH": path}
             proc = subprocess.run(
                 [sys.executable, "-c", SCRIPT, root, store, *case], capture_output=True, text=True, cwd=root, env=env
             )

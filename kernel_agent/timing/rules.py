@@ -13,7 +13,7 @@ import numpy as np
 
 from kernel_agent.core.verdict import Status
 from kernel_agent.sandbox.host.session import Timed
-from kernel_agent.timing.cpu_use import cpu_use
+from kernel_agent.timing.cpu_use import after_reply_cap, cpu_use
 from kernel_agent.timing.job import Samples, TimingFailure, TimingJob
 
 CLAIM_SLACK_MS = 0.05  # a worker may not claim more time than this process's clock saw (clock granularity only)
@@ -99,14 +99,15 @@ def work_rules(job: TimingJob, samples: dict[str, Samples]) -> str | None:
     reference, return the reason instead: work outside its calls never shortens its time of record, so a
     speedup against it is only understated).
 
-    CPU is judged against the wall time from thaw to reply (not to the freeze: a thread stuck in
-    the kernel could stretch that), with the accounting's own granularity as the only slack; on each shape alone,
+    CPU is judged against the wall time from thaw to reply and on past it up to twice the baseline's median
+    stretch to the freeze (not to the freeze itself: a thread stuck in the kernel could delay that), with the
+    accounting's own granularity as the only slack; on each shape alone,
     over the requests at or below its median wall time (`cpu_use`): the requests the speed is made of, so idle
     requests that the median leaves out cannot dilute it either."""
     reason = None
     slack_ms = CORE_MIN_MS.get(job.candidate.accounting.method, 40.0)
     for c, (shape, dtype) in enumerate(job.configs):
-        used = cpu_use(samples["candidate"].flat(c))
+        used = cpu_use(samples["candidate"].flat(c), after_reply_cap(samples["baseline"].flat(c)))
         cpu_ms, wall_ms = used.cpu_ns / 1e6, used.wall_ns / 1e6
         if cpu_ms > wall_ms * job.threads * CORE_SLACK + slack_ms:
             reason = (

@@ -26,9 +26,9 @@ from kernel_agent.core.timing_result import (
 )
 from kernel_agent.core.verdict import Status
 from kernel_agent.measure.contention import Contention
-from kernel_agent.sandbox.host.session import WorkerSession
+from kernel_agent.sandbox.host.session import Timed, WorkerSession
 from kernel_agent.timing import processes
-from kernel_agent.timing.cpu_use import cpu_use, worst_shape
+from kernel_agent.timing.cpu_use import after_reply_cap, cpu_use, worst_shape
 from kernel_agent.timing.job import TimingFailure, TimingJob
 from kernel_agent.timing.processes import mde
 from kernel_agent.timing.rounds import PairRun
@@ -158,8 +158,13 @@ def cpu_per_wall(runs: list[PairRun]) -> SideRatios:
 def cpu_at_median(job: TimingJob, runs: list[PairRun]) -> MedianCpu | None:
     """Each side's CPU per wall second over the requests that make each shape's median, pooled over the pairs, on
     the shape where the candidate's stands highest against its allowance (`cpu_use`)."""
+
+    def requests(role: str, c: int) -> list[Timed]:
+        return [t for run in runs for t in run.samples[role].flat(c)]
+
+    caps = [after_reply_cap(requests("baseline", c)) for c in range(len(job.configs))]
     uses = {
-        role: [cpu_use([t for run in runs for t in run.samples[role].flat(c)]) for c in range(len(job.configs))]
+        role: [cpu_use(requests(role, c), caps[c]) for c in range(len(job.configs))]
         for role in ("baseline", "candidate")
     }
     c = worst_shape(uses["candidate"], uses["baseline"], job.threads)

@@ -30,7 +30,7 @@ class Timed:
     device_ms: list[float] | None  # CUDA events per call (claims)
     cpu_ns: int  # sandbox CPU from thaw to frozen again
     window_ns: int  # wall time from thaw to frozen again
-    wall_ns: int  # wall time from thaw to the reply (what the sandbox's CPU is judged against)
+    wall_ns: int  # wall time from thaw to the reply (what the CPU is judged against, with `cpu_use.after_reply_cap`)
     outputs: list[list[OutputRef]]  # per call
     inputs: list[list[OutputRef]] = field(default_factory=list)  # per call: as the kernel left them (audits)
 

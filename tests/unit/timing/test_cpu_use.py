@@ -6,7 +6,7 @@ from __future__ import annotations
 from kernel_agent.core.timing_result import Accounts, MedianCpu, SandboxAccount, SideRatios, Summary, TimingResult
 from kernel_agent.core.verdict import Status
 from kernel_agent.sandbox.host.session import Timed
-from kernel_agent.timing.cpu_use import CpuUse, cpu_use, median_half, worst_shape
+from kernel_agent.timing.cpu_use import CpuUse, after_reply_cap, cpu_use, median_half, worst_shape
 from kernel_agent.timing.decision import cpu_guard, decide
 
 MS = 1_000_000
@@ -85,3 +85,20 @@ def test_the_median_record_round_trips_and_an_old_record_reads_without_it() -> N
     assert TimingResult.from_json(stored).cpu_at_median == at_median
     old = estimate().to_json()
     assert "cpu_at_median" not in old and TimingResult.from_json(old).cpu_at_median is None
+
+
+def spinning(wall_ms: float, after_ms: float, threads: int) -> Timed:
+    """An honest OpenMP request: `threads` cores busy through the call and on past the reply until the freeze."""
+    wall, window = int(wall_ms * MS), int((wall_ms + after_ms) * MS)
+    return Timed(wall_ms, [wall_ms], None, threads * window, window, wall, [])
+
+
+def test_spin_past_the_reply_counts_up_to_twice_the_baselines_stretch_and_no_further() -> None:
+    baseline = [spinning(4.0, 0.4, 1) for _ in range(20)]
+    cap = after_reply_cap(baseline)
+    assert cap == int(0.8 * MS)
+    honest = [spinning(0.7, 0.4, 2) for _ in range(20)]  # cpp_matmul's faster at unshare, two threads
+    assert cpu_use(honest).per_wall > 2.0 * 1.1  # judged to the reply alone: over its two threads, rejected
+    assert abs(cpu_use(honest, cap).per_wall - 2.0) < 1e-9
+    stuck = [spinning(0.7, 5.0, 2) for _ in range(20)]  # a thread holding the freeze off to run on unseen
+    assert cpu_use(stuck, cap).per_wall > 2.0 * 1.1 * 3  # 11.4 ms of CPU per 1.5 ms counted
