@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,17 @@ def test_the_compile_column_reads_a_speedup_with_its_interval_or_one_line_why_no
     assert (
         failed.speedup is None and failed.reason == "torch.compile failed: InductorError: no working C++ compiler found"
     )
+
+
+def test_a_fast_forward_is_replayed_until_the_busy_rule_has_a_window_to_judge() -> None:
+    """20 rounds of this sub-millisecond forward last a few of /proc/stat's 10 ms ticks, where one stray tick read
+    as a busy machine (the DLRM's shares were refused over a "0.0 s" window): rounds last MIN_WINDOW_S together."""
+    from kernel_agent.regions import rank
+
+    case = load_recipe(RECIPE, "small")
+    label, inputs = next(iter(case.inputs.items()))
+    cap = capture(case.model.eval(), inputs, label, "auto")
+    started = time.perf_counter()
+    timing = rank.time_capture(cap, case.model, inputs, 3)
+    assert time.perf_counter() - started >= rank.MIN_WINDOW_S / 2  # sized from one warm round: near, not exact
+    assert len(timing.per_op) == 3
