@@ -112,6 +112,8 @@ def show(data: dict) -> None:
             f"{_x(bound)}" + (f", {realized:.0%} of it realized" if realized is not None else ""),
             highlight=False,
         )
+    for line in data.get("shares_against_regions", []):
+        stdout.print(f"share: {clean(line, 300)}", highlight=False)
     for flag in data.get("flags", []):
         stderr.print(f"flagged: {clean(flag, 400)}", highlight=False)
     if data["speedup"] is not None:

@@ -87,6 +87,20 @@ def read_bindings(folder: Path) -> tuple[dict[str, Binding], dict[str, str]]:
     return found, why
 
 
+def read_shares(folder: Path) -> dict[str, dict[str, Any]]:
+    """Each emitted module region's shares timed by hooks in regions.json (problem folder -> {"threads": n,
+    label: [median, low, high]}): what `e2e` measures again and compares."""
+    try:
+        data = json.loads((folder / "regions.json").read_text())
+        found = {}
+        for r in data.get("regions", []):
+            if r.get("emitted") and r.get("share_hooks"):
+                found[Path(str(r["folder"])).name] = {"threads": data.get("threads"), **r["share_hooks"]}
+        return found
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+
+
 def regions_case(spec: str, size: str, folder: Path) -> ModelCase:
     """The user's recipe with the bindings of the regions in `folder` (the generated recipe.py calls this)."""
     case = load_recipe(spec, size)
@@ -94,6 +108,7 @@ def regions_case(spec: str, size: str, folder: Path) -> ModelCase:
         case.bindings, case.unbound = read_bindings(folder)
     except OSError as exc:
         raise RecipeError(f"cannot read the regions in {folder}: {exc}") from None
+    case.region_shares = read_shares(folder)
     return case
 
 

@@ -31,6 +31,8 @@ from kernel_agent.prove.recipe import ModelCase, RecipeError, load_recipe
 from kernel_agent.prove.shipped import PackageError, Shipped, Variant, copy_sealed, open_package, tampered
 from kernel_agent.prove.swap import Swapped, swap
 
+SHARE_SLACK = 0.05  # a share within this of the regions.json interval agrees with it
+
 
 @dataclass(frozen=True)
 class OpRow:
@@ -74,6 +76,7 @@ class E2EResult:
     unswapped: dict[str, dict[str, str]] = field(default_factory=dict)  # kernel -> instance path -> guard missed
     realized: dict[str, float | None] = field(default_factory=dict)  # label -> (speedup - 1) / (bound - 1)
     flags: list[str] = field(default_factory=list)  # a model speedup above what its bound allows, and why it may be
+    shares_against_regions: list[str] = field(default_factory=list)  # this run's shares beside regions.json's
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -250,6 +253,7 @@ def _run(
     layers = {k: [case.model.get_submodule(path) for path in swapped.paths(k, case)] for k in counts}
     share = {label: shares(case.model, layers, args) for label, args in case.inputs.items()}
     result.ops = [_op(certified[k], n, {label: share[label][k] for label in share}) for k, n in sorted(counts.items())]
+    result.shares_against_regions = against_regions(share, case.region_shares, torch.get_num_threads())
     swapped.reset_counts()
     check = check_outputs(case.model, swapped.model, case.inputs, case.tolerance)
     result.max_abs_error = check.max_abs if math.isfinite(check.max_abs) else None
@@ -289,6 +293,25 @@ def _run(
     eager_high = {op.kernel: op.vs_eager_ci[1] for op in result.ops if op.vs_eager_ci}
     held_to_bound(result, {label: amdahl(s, eager_high) for label, s in share.items()})
     return result
+
+
+def against_regions(share: dict[str, dict[str, float]], stored: dict[str, dict[str, Any]], threads: int) -> list[str]:
+    """Each kernel's share here beside the one `regions` timed the same way (hooks), per label: a share outside
+    that interval widened by SHARE_SLACK says the inputs, threads or machine differ from the profile's."""
+    lines = []
+    for label, by_kernel in share.items():
+        for kernel, here in sorted(by_kernel.items()):
+            then = stored.get(kernel, {}).get(label)
+            if not then:
+                continue
+            f, lo, hi = then
+            agree = lo - SHARE_SLACK <= here <= hi + SHARE_SLACK
+            lines.append(
+                f"{kernel} {label}: share {here:.1%} here ({threads} thread(s)), {f:.1%} [{lo:.1%}, {hi:.1%}] in "
+                f"regions.json ({stored[kernel].get('threads')} thread(s))"
+                + ("" if agree else ": they disagree, so the inputs, threads or machine differ from the profile's")
+            )
+    return lines
 
 
 def held_to_bound(result: E2EResult, highest: dict[str, float | None]) -> None:

@@ -39,6 +39,7 @@ class ModelCase:
     unused: dict[str, str] = field(default_factory=dict)  # kernel -> why the model has no layer for it
     bindings: dict[str, Binding] = field(default_factory=dict)  # problem folder -> module binding (prove/binding.py)
     unbound: dict[str, str] = field(default_factory=dict)  # problem folder -> why its region has no binding
+    region_shares: dict[str, dict[str, Any]] = field(default_factory=dict)  # problem folder -> regions' hook shares
 
 
 def load_recipe(spec: str, size: str) -> ModelCase:

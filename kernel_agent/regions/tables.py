@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from kernel_agent.regions import rank
 from kernel_agent.regions.graph import name
 from kernel_agent.regions.outcome import Region, RegionsOutcome
@@ -83,6 +85,7 @@ def outcome_json(o: RegionsOutcome) -> dict[str, Any]:
         "granularity": o.granularity,
         "capture": o.capture,
         "torch": o.torch_version,
+        "threads": torch.get_num_threads(),  # what the shares were timed with: e2e's comparison names it
         "captures": o.captures,
         "axes": o.axes,
         "errors": o.errors,

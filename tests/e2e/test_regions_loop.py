@@ -89,6 +89,10 @@ def test_a_planted_hot_spot_is_found_ranked_first_swapped_back_and_held_to_its_b
     assert result["dispatch"] == [f"{kernel}: 2 of 2 calls on the optimized path"]
     assert result["ci"][0] > 1.1, result["ci"]  # the original norm back in: a gain the interval is sure of
     assert not result["flags"], result["flags"]
+    # its shares beside the ones regions timed the same way (regions: torch's default threads; e2e: the
+    # certificate's one), each line naming both thread counts
+    assert len(result["shares_against_regions"]) == 2
+    assert all("in regions.json" in line for line in result["shares_against_regions"])
     for row in result["per_shape"]:  # within its bound, and how much of it was realized is said
         assert result["amdahl"][row["shape"]] is not None, result["ops"]
         assert row["ci"][0] <= result["amdahl"][row["shape"]] and result["realized"][row["shape"]] is not None
