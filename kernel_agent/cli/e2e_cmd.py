@@ -98,6 +98,13 @@ def show(data: dict) -> None:
         else "outputs: not comparable",
         highlight=False,
     )
+    if data.get("precision"):
+        plain, swapped = data["precision"]
+        stdout.print(
+            f"precision: against the model in float64, unswapped {plain:.3g}, swapped {swapped:.3g} (relative norm; "
+            "at most twice the unswapped)",
+            highlight=False,
+        )
     for kernel, refused in data.get("unswapped", {}).items():
         for path, why in refused.items():
             stdout.print(

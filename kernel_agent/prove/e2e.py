@@ -26,7 +26,7 @@ import torch
 from kernel_agent.core.certificate import Certificate
 from kernel_agent.export.user_process import UserProcessError, end_uid, privileges, user_env, user_uid
 from kernel_agent.prove.dispatch import NO_KERNEL_RAN, DispatchError, DispatchFindings, dispatch_findings, parse_counts
-from kernel_agent.prove.model_ab import amdahl, check_outputs, shares, time_models
+from kernel_agent.prove.model_ab import amdahl, check_outputs, precision_check, shares, time_models
 from kernel_agent.prove.recipe import ModelCase, RecipeError, load_recipe
 from kernel_agent.prove.shipped import PackageError, Shipped, Variant, copy_sealed, open_package, tampered
 from kernel_agent.prove.swap import Swapped, swap
@@ -76,6 +76,7 @@ class E2EResult:
     unswapped: dict[str, dict[str, str]] = field(default_factory=dict)  # kernel -> instance path -> guard missed
     realized: dict[str, float | None] = field(default_factory=dict)  # label -> (speedup - 1) / (bound - 1)
     flags: list[str] = field(default_factory=list)  # a model speedup above what its bound allows, and why it may be
+    precision: list[float] = field(default_factory=list)  # unswapped, swapped: worst relative error vs float64
     shares_against_regions: list[str] = field(default_factory=list)  # this run's shares beside regions.json's
 
     def to_json(self) -> dict[str, Any]:
@@ -260,8 +261,11 @@ def _run(
     if not counts:
         result.status, result.reason = "not_timed", "no kernel of the package has a layer in this model"
         return result
-    ran = dispatched(swapped, {k: n * len(case.inputs) for k, n in counts.items()})
+    ran = dispatched(swapped, {k: n * len(case.inputs) for k, n in counts.items()})  # before any other pass
     result.dispatch = list(ran.lines)
+    precision = precision_check(case.model, swapped.model, case.inputs) if check.passed else None
+    if precision is not None:
+        result.precision = [precision.plain, precision.swapped]
     if ran.lines and ran.lines[0].startswith(NO_KERNEL_RAN):
         result.status, result.reason = "not_timed", ran.lines[0]
         return result
@@ -270,6 +274,10 @@ def _run(
         result.reason = f"the swapped model's outputs differ beyond rtol {case.tolerance[0]:g}, atol " + (
             f"{case.tolerance[1]:g}: {check.where}"
         )
+        return result
+    if precision is not None and not precision.passed:
+        result.status = "mismatch"
+        result.reason = f"the swapped model is less precise than twice the model's own error: {precision.where}"
         return result
     eager = {op.kernel: op.vs_eager for op in result.ops if op.vs_eager}
     result.amdahl = {label: amdahl(s, eager) for label, s in share.items()}

@@ -71,6 +71,58 @@ def check_outputs(
     return OutputCheck(True, worst_abs, worst_rel)
 
 
+PRECISION_MARGIN = 2.0  # the swapped model's error against float64, over the unswapped model's (the problems' rule)
+
+
+@dataclass(frozen=True)
+class PrecisionCheck:
+    """The swapped and the unswapped model against a float64 run of the unswapped one: each one's worst relative
+    norm error over every output and shape, and whether the swapped one's stays within PRECISION_MARGIN times the
+    unswapped one's (floored at a few units of the outputs' rounding)."""
+
+    passed: bool
+    plain: float
+    swapped: float
+    where: str = ""
+
+
+def _double(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.double() if value.is_floating_point() else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(_double(v) for v in value)
+    return value
+
+
+def precision_check(plain: torch.nn.Module, swapped: torch.nn.Module, inputs: dict[str, tuple]) -> PrecisionCheck:
+    """The problems' tolerance rule applied to the whole model: no worse than twice the unswapped model's own
+    error against the model run in float64 (a kernel that computes in lower precision fails; one that rounds
+    elsewhere passes)."""
+    import copy
+
+    gold_model = copy.deepcopy(plain).double()
+    worst_plain = worst_swapped = 0.0
+    where = ""
+    with torch.no_grad():
+        for label, args in inputs.items():
+            gold = outputs(gold_model(*_double(args)))
+            for index, (g, p, s) in enumerate(zip(gold, outputs(plain(*args)), outputs(swapped(*args)))):
+                if not (g.is_floating_point() and g.numel()):
+                    continue
+                scale = float(torch.linalg.vector_norm(g))
+                if scale == 0 or not math.isfinite(scale):
+                    continue
+                floor = 4 * torch.finfo(p.dtype).eps if p.is_floating_point() else 0.0
+                e_p = float(torch.linalg.vector_norm(p.double() - g)) / scale
+                e_s = float(torch.linalg.vector_norm(s.double() - g)) / scale
+                worst_plain, worst_swapped = max(worst_plain, e_p), max(worst_swapped, e_s)
+                if not e_s <= PRECISION_MARGIN * max(e_p, floor) and not where:
+                    where = (
+                        f"{label}: output {index} is off the float64 model by {e_s:.3g} (norm); the model, {e_p:.3g}"
+                    )
+    return PrecisionCheck(not where, worst_plain, worst_swapped, where)
+
+
 def shares(model: torch.nn.Module, layers: dict[str, list[torch.nn.Module]], inputs: tuple) -> dict[str, float]:
     """Each kernel's share of one forward pass of the unswapped model: the median over SHARE_CALLS passes of the
     time inside its module instances (`layers[kernel]`) over the pass's time."""

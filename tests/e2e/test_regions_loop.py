@@ -89,6 +89,8 @@ def test_a_planted_hot_spot_is_found_ranked_first_swapped_back_and_held_to_its_b
     assert result["dispatch"] == [f"{kernel}: 2 of 2 calls on the optimized path"]
     assert result["ci"][0] > 1.1, result["ci"]  # the original norm back in: a gain the interval is sure of
     assert not result["flags"], result["flags"]
+    plain, swapped = result["precision"]  # against the model in float64: the original norm rounds no worse
+    assert 0 < swapped <= 2 * plain, result["precision"]
     # its shares beside the ones regions timed the same way (regions: torch's default threads; e2e: the
     # certificate's one), each line naming both thread counts
     assert len(result["shares_against_regions"]) == 2
