@@ -70,6 +70,14 @@ def _x(value: float | None, ci: list[float] | None = None) -> str:
     return f"{value:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
 
+def _realized(fraction: float | None, ci: list[float]) -> str:
+    if fraction is None:
+        return ""
+    if ci[1] < 1.0:
+        return "; the swapped model is slower: none of it realized"
+    return f", {max(fraction, 0.0):.0%} of it realized"
+
+
 def show(data: dict) -> None:
     labels = list((data["ops"][0]["share"] if data["ops"] else {}) or [])
     stdout.print(
@@ -116,7 +124,7 @@ def show(data: dict) -> None:
         stdout.print(
             f"model forward {row['shape']}: {_x(row['speedup'], row['ci'])} (unswapped {row['plain_ms']:.3f} ms, "
             f"swapped {row['swapped_ms']:.3f} ms, medians); Amdahl bound from the micro speedups vs eager: "
-            f"{_x(bound)}" + (f", {realized:.0%} of it realized" if realized is not None else ""),
+            f"{_x(bound)}" + _realized(realized, row["ci"]),
             highlight=False,
         )
     for line in data.get("shares_against_regions", []):
