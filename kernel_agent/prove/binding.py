@@ -19,21 +19,7 @@ from typing import Any
 import torch
 
 from kernel_agent.prove.model_ab import outputs
-from kernel_agent.prove.recipe import ModelCase, RecipeError, load_recipe
-
-
-@dataclass(frozen=True)
-class Binding:
-    """A module region's binding: the problem folder it was emitted as, the kernel's arguments (`arg:K`,
-    `param:NAME`), the dtype of each, how the module returns its outputs, and the instances with their guards."""
-
-    problem: str  # the folder name under problems/ (the manifest's kernel name)
-    region: str
-    args: tuple[str, ...]
-    dtypes: tuple[str, ...]
-    outputs: int
-    output_kind: str
-    instances: tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...]  # (module path, class, guards)
+from kernel_agent.prove.recipe import Binding, ModelCase, RecipeError, load_recipe
 
 
 @dataclass

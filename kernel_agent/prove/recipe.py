@@ -13,16 +13,27 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
-
-if TYPE_CHECKING:
-    from kernel_agent.prove.binding import Binding
 
 
 class RecipeError(ValueError):
     """A recipe that cannot be loaded or built: one line."""
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A module region's binding: the problem folder it was emitted as, the kernel's arguments (`arg:K`,
+    `param:NAME`), the dtype of each, how the module returns its outputs, and the instances with their guards."""
+
+    problem: str  # the folder name under problems/ (the manifest's kernel name)
+    region: str
+    args: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    outputs: int
+    output_kind: str
+    instances: tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...]  # (module path, class, guards)
 
 
 @dataclass

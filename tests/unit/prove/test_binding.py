@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from kernel_agent.prove.binding import Binding, bind
+from kernel_agent.prove.binding import bind
+from kernel_agent.prove.recipe import Binding
 
 
 class Scale(torch.nn.Module):
