@@ -123,7 +123,7 @@ def show(data: dict) -> None:
         realized = data.get("realized", {}).get(row["shape"])
         stdout.print(
             f"model forward {row['shape']}: {_x(row['speedup'], row['ci'])} (unswapped {row['plain_ms']:.3f} ms, "
-            f"swapped {row['swapped_ms']:.3f} ms, medians); Amdahl bound from the micro speedups vs eager: "
+            f"swapped {row['swapped_ms']:.3f} ms, medians); Amdahl bound from the micro speedups (vs what it ran): "
             f"{_x(bound)}" + _realized(realized, row["ci"]),
             highlight=False,
         )

@@ -279,7 +279,8 @@ def _run(
         result.status = "mismatch"
         result.reason = f"the swapped model is less precise than twice the model's own error: {precision.where}"
         return result
-    eager = {op.kernel: op.vs_eager for op in result.ops if op.vs_eager}
+    against = {op.kernel: _what_the_model_ran(op, swapped) for op in result.ops}
+    eager = {k: v[0] for k, v in against.items() if v[0]}
     result.amdahl = {label: amdahl(s, eager) for label, s in share.items()}
     timing = time_models(case.model, swapped.model, case.inputs, rounds)
     result.rounds, result.contention = timing.rounds, timing.contention
@@ -298,9 +299,18 @@ def _run(
         }
         for label, e in zip(timing.labels, est.per_shape)
     ]
-    eager_high = {op.kernel: op.vs_eager_ci[1] for op in result.ops if op.vs_eager_ci}
+    eager_high = {k: v[1][1] for k, v in against.items() if v[1]}
     held_to_bound(result, {label: amdahl(s, eager_high) for label, s in share.items()})
     return result
+
+
+def _what_the_model_ran(op: OpRow, swapped: Swapped) -> tuple[float | None, list[float] | None]:
+    """The micro speedup against what the unswapped model runs in that place, with its interval: for a layer
+    class, torch eager of the kernel's reference; for a region bound back, its problem's baseline, which is the
+    captured ops of that module as the model runs them (and needs no reference point measured)."""
+    if op.kernel in swapped.bound:
+        return op.micro, op.micro_ci
+    return op.vs_eager, op.vs_eager_ci
 
 
 def against_regions(share: dict[str, dict[str, float]], stored: dict[str, dict[str, Any]], threads: int) -> list[str]:

@@ -75,8 +75,7 @@ def test_a_planted_hot_spot_is_found_ranked_first_swapped_back_and_held_to_its_b
     manifest.write_text(f'[[kernel]]\npath = "{first["folder"]}"\n')
     db = str(tmp_path / "runs.db")
     common = ("--db", db, "--threads", "1", "--sandbox", str(tmp_path / "sandbox"))
-    proc = run_cli("optimize", "--manifest", str(manifest), "--seeds", "--rounds", "1", "--samples", "1",
-                   "--references", *common)  # fmt: skip
+    proc = run_cli("optimize", "--manifest", str(manifest), "--seeds", "--rounds", "1", "--samples", "1", *common)
     assert proc.returncode == 0, proc.stderr[-3000:]
     proc = run_cli("export", "1", "--out", str(tmp_path / "pkg"), "--name", "planted_kernels", *common)
     assert proc.returncode == 0, proc.stderr[-3000:]
