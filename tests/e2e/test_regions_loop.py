@@ -73,14 +73,22 @@ def test_a_planted_hot_spot_is_found_ranked_first_swapped_back_and_held_to_its_b
     (problem / "candidates" / "fast.py").write_text(SEED)
     manifest = out / "one.toml"
     manifest.write_text(f'[[kernel]]\npath = "{first["folder"]}"\n')
-    db = str(tmp_path / "runs.db")
-    common = ("--db", db, "--threads", "1", "--sandbox", str(tmp_path / "sandbox"))
-    proc = run_cli("optimize", "--manifest", str(manifest), "--seeds", "--rounds", "1", "--samples", "1", *common)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    proc = run_cli("export", "1", "--out", str(tmp_path / "pkg"), "--name", "planted_kernels", *common)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    # A verdict's timing is refused on a busy machine (the seed is then correct with no speedup, and no bound can
+    # be drawn): like a user, the test runs it again, into a fresh database, at most three times.
+    for attempt in range(3):
+        db = str(tmp_path / f"runs{attempt}.db")
+        pkg = tmp_path / f"pkg{attempt}"
+        common = ("--db", db, "--threads", "1", "--sandbox", str(tmp_path / "sandbox"))
+        proc = run_cli("optimize", "--manifest", str(manifest), "--seeds", "--rounds", "1", "--samples", "1", *common)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        proc = run_cli("export", "1", "--out", str(pkg), "--name", "planted_kernels", *common)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        certificate = json.loads((pkg / "planted_kernels" / "certificate.json").read_text())["certificates"][0]
+        if certificate["verdict"]["speedup"] is not None:
+            break
+    assert certificate["verdict"]["speedup"] is not None, certificate["verdict"]
 
-    proc = run_cli("e2e", str(tmp_path / "pkg"), "--model", f"{out / 'recipe.py'}:build", "--db", db, "--json")
+    proc = run_cli("e2e", str(pkg), "--model", f"{out / 'recipe.py'}:build", "--db", db, "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
     kernel = first["folder"].split("/")[-1]
@@ -103,7 +111,7 @@ def test_a_planted_hot_spot_is_found_ranked_first_swapped_back_and_held_to_its_b
     line = "    return regions_case(RECIPE, size, Path(__file__).resolve().parent)"
     assert line in text
     recipe.write_text(text.replace(line, f"    return _other_eps({line.strip().removeprefix('return ')})") + OTHER_EPS)
-    proc = run_cli("e2e", str(tmp_path / "pkg"), "--model", f"{recipe}:build", "--no-store", "--json")
+    proc = run_cli("e2e", str(pkg), "--model", f"{recipe}:build", "--no-store", "--json")
     result = json.loads(proc.stdout)
     assert result["status"] == "not_timed" and "eps is 0.001, captured as 1e-05" in result["unused"][kernel], result
 
