@@ -48,6 +48,12 @@ def _compile_args(ref: Reference) -> str:
     return "dynamic=False" + (f", mode={ref.mode!r}" if ref.mode else "")
 
 
+# tqdm (transformers brings it) gives inductor a progress bar whose monitor thread the worker refuses
+QUIET_TQDM = (
+    "try:\n    import tqdm as _ka_tqdm\n\n    _ka_tqdm.tqdm.monitor_interval = 0\nexcept ImportError:\n    pass\n"
+)
+
+
 def _native_trailer(ref: Reference) -> str:
     if ref.kind is ReferenceKind.EAGER:
         return (
@@ -57,13 +63,7 @@ def _native_trailer(ref: Reference) -> str:
         )
     return (
         "\n\n# ---- kernel-agent: torch.compile of the problem's own reference (a trusted reference point) ----\n"
-        "import torch as _ka_torch\n\n"
-        "try:  # tqdm (transformers brings it) gives inductor a bar whose monitor thread the worker refuses\n"
-        "    import tqdm as _ka_tqdm\n\n"
-        "    _ka_tqdm.tqdm.monitor_interval = 0\n"
-        "except ImportError:\n"
-        "    pass\n"
-        f"_ka_torch._dynamo.config.recompile_limit = {RECOMPILE_LIMIT}\n"
+        "import torch as _ka_torch\n\n" + QUIET_TQDM + f"_ka_torch._dynamo.config.recompile_limit = {RECOMPILE_LIMIT}\n"
         f"_ka_compiled = _ka_torch.compile(reference, {_compile_args(ref)})\n\n\n"
         "def kernel(*inputs):\n"
         "    return _ka_compiled(*inputs)\n"
@@ -78,12 +78,8 @@ def _kernelbench_trailer(ref: Reference) -> str:
     return (
         "\n\n# ---- kernel-agent: torch.compile of the Model's forward (a trusted reference point) ----\n"
         "import torch as _ka_torch\n\n"
-        "try:  # tqdm (transformers brings it) gives inductor a bar whose monitor thread the worker refuses\n"
-        "    import tqdm as _ka_tqdm\n\n"
-        "    _ka_tqdm.tqdm.monitor_interval = 0\n"
-        "except ImportError:\n"
-        "    pass\n"
-        f"_ka_torch._dynamo.config.recompile_limit = {RECOMPILE_LIMIT}\n\n\n"
+        + QUIET_TQDM
+        + f"_ka_torch._dynamo.config.recompile_limit = {RECOMPILE_LIMIT}\n\n\n"
         "def ModelNew(*args):\n"
         "    model = Model(*args)\n"
         f"    model.forward = _ka_torch.compile(model.forward, {_compile_args(ref)})\n"

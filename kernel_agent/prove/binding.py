@@ -130,32 +130,28 @@ def _bound_forward(
     module: torch.nn.Module, binding: Binding, kernel: Callable[..., Any], misses: dict[str, int]
 ) -> Callable[..., Any]:
     own = module.forward  # the class's forward bound to this instance: what runs when a call's guard misses
-    params = {
-        a: module.get_parameter(a[6:]) if _is_param(module, a[6:]) else module.get_buffer(a[6:])
-        for a in binding.args
-        if a.startswith("param:")
-    }
+    # each kernel argument, worked out once: the instance's own tensor, or the index of the forward's tensor
+    plan = [_own_tensor(module, a[6:]) if a.startswith("param:") else int(a[4:]) for a in binding.args]
 
     def forward(*args: Any, **kwargs: Any) -> Any:
         given = outputs((args, kwargs))
-        values = [
-            params[a] if a in params else given[int(a[4:])] if int(a[4:]) < len(given) else None for a in binding.args
-        ]
+        values = [a if isinstance(a, torch.Tensor) else given[a] if a < len(given) else None for a in plan]
         miss = _call_miss(values, binding.dtypes)
         if miss:
             misses[miss] = misses.get(miss, 0) + 1
             return own(*args, **kwargs)
-        result = kernel(*values)
-        got = outputs(result)
-        if binding.output_kind == "tensor":
-            return got[0]
-        return tuple(got)
+        got = outputs(kernel(*values))
+        return got[0] if binding.output_kind == "tensor" else tuple(got)
 
     return forward
 
 
-def _is_param(module: torch.nn.Module, name: str) -> bool:
-    return name in dict(module.named_parameters())
+def _own_tensor(module: torch.nn.Module, name: str) -> torch.Tensor:
+    """The instance's parameter or buffer at `name` (a dotted path below it)."""
+    try:
+        return module.get_parameter(name)
+    except AttributeError:
+        return module.get_buffer(name)
 
 
 def _call_miss(values: list[Any], dtypes: tuple[str, ...]) -> str:

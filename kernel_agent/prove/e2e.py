@@ -226,7 +226,11 @@ def _run(
     }
     unused |= {k: why for k, why in case.unused.items() if k in certified}
     if shipped.format != "pip":
-        unused |= {k: "module bindings swap into the pip format only (hf-kernels: not built)" for k in case.bindings}
+        unused |= {
+            k: "module bindings swap into the pip format only (hf-kernels: not built)"
+            for k in certified
+            if k in case.bindings
+        }
     swapped = swap(case, shipped.root, shipped.format, shipped.package, sorted(certified), device)
     counts = {k: n for k, n in swapped.counts.items() if n}
     unused |= {k: "the model holds no instance of its layer" for k, n in swapped.counts.items() if not n}

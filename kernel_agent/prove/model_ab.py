@@ -123,9 +123,11 @@ def precision_check(plain: torch.nn.Module, swapped: torch.nn.Module, inputs: di
     return PrecisionCheck(not where, worst_plain, worst_swapped, where)
 
 
-def shares(model: torch.nn.Module, layers: dict[str, list[torch.nn.Module]], inputs: tuple) -> dict[str, float]:
-    """Each kernel's share of one forward pass of the unswapped model: the median over SHARE_CALLS passes of the
-    time inside its module instances (`layers[kernel]`) over the pass's time."""
+def share_passes(
+    model: torch.nn.Module, layers: dict[str, list[torch.nn.Module]], inputs: tuple, passes: int
+) -> dict[str, list[float]]:
+    """Per forward pass (after one warm pass), the time inside each kernel's module instances (`layers[kernel]`,
+    hooks around each) over the pass's time. `regions` times a module region's share the same way."""
     spent: dict[str, float] = {}
     started: dict[int, float] = {}
     hooks = []
@@ -146,7 +148,7 @@ def shares(model: torch.nn.Module, layers: dict[str, list[torch.nn.Module]], inp
     try:
         with torch.no_grad():
             model(*inputs)  # warm
-            for _ in range(SHARE_CALLS):
+            for _ in range(passes):
                 spent.clear()
                 start = time.perf_counter()
                 model(*inputs)
@@ -156,7 +158,12 @@ def shares(model: torch.nn.Module, layers: dict[str, list[torch.nn.Module]], inp
     finally:
         for h in hooks:
             h.remove()
-    return {k: sorted(v)[len(v) // 2] for k, v in found.items()}
+    return found
+
+
+def shares(model: torch.nn.Module, layers: dict[str, list[torch.nn.Module]], inputs: tuple) -> dict[str, float]:
+    """Each kernel's share of one forward pass of the unswapped model: the median over SHARE_CALLS passes."""
+    return {k: sorted(v)[len(v) // 2] for k, v in share_passes(model, layers, inputs, SHARE_CALLS).items()}
 
 
 def amdahl(shares_by_kernel: dict[str, float], speedups: dict[str, float]) -> float | None:

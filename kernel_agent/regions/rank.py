@@ -222,30 +222,9 @@ def hook_share(model: torch.nn.Module, modules: list[torch.nn.Module], inputs: t
     over the eager forward's, per pass, as `e2e` measures it. Why beside the replay's: a replayed op goes through
     its OpOverload, so a region of many small ops reads more in the replay than it costs the model (measured on a
     planted hot spot: tests/e2e/test_regions_loop.py)."""
-    spent: list[float] = [0.0]
-    started: dict[int, float] = {}
-    clock = time.perf_counter
+    from kernel_agent.prove.model_ab import share_passes
 
-    def before(module: torch.nn.Module, _args: Any) -> None:
-        started[id(module)] = clock()
-
-    def after(module: torch.nn.Module, _args: Any, _out: Any) -> None:
-        spent[0] += clock() - started.pop(id(module))
-
-    hooks = [h for m in modules for h in (m.register_forward_pre_hook(before), m.register_forward_hook(after))]
-    per_round = []
-    try:
-        with torch.no_grad():
-            model(*inputs)
-            for _ in range(rounds):
-                spent[0] = 0.0
-                start = clock()
-                model(*inputs)
-                per_round.append(spent[0] / max(clock() - start, 1e-12))
-    finally:
-        for h in hooks:
-            h.remove()
-    return median_interval(per_round)
+    return median_interval(share_passes(model, {"region": modules}, inputs, rounds)["region"])
 
 
 def median_interval(per_round: list[float]) -> tuple[float, float, float]:

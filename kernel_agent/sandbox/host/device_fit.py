@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from kernel_agent.sandbox.host.isolation import (
@@ -46,7 +47,8 @@ def device_check() -> str | None:
     outside any sandbox; None otherwise (nothing to hold the walls to, or a broken driver that is not theirs)."""
     if not glob.glob("/dev/nvidia[0-9]*"):
         return None
-    ok, _ = _run([sys.executable, "-c", CUDA_START], os.environ.copy(), Path.cwd())
+    key = [_boot(), sys.executable, "outside any sandbox", CUDA_START]
+    ok, _ = _remembered(key, lambda: _run([sys.executable, "-c", CUDA_START], os.environ.copy(), Path.cwd()))
     return CUDA_START if ok else None
 
 
@@ -79,7 +81,14 @@ def _without(isolation: Isolation, dropped: tuple[str, ...]) -> Isolation:
 
 
 def _cached(isolation: Isolation, check: str) -> tuple[bool, str]:
-    key = json.dumps([_boot(), sys.executable, _walls_code(), isolation.level, isolation.uid, isolation.layers, check])
+    key = [_boot(), sys.executable, _walls_code(), isolation.level, isolation.uid, isolation.layers, check]
+    return _remembered(key, lambda: runs(isolation, check))
+
+
+def _remembered(parts: list, measure: Callable[[], tuple[bool, str]]) -> tuple[bool, str]:
+    """`measure()`, kept in the user's cache under `parts` (this boot, this interpreter, ...): a process that
+    starts a sandbox reads the answer instead of starting CUDA again."""
+    key = json.dumps(parts)
     path = _cache_file()
     try:
         known = json.loads(path.read_text())
@@ -87,7 +96,7 @@ def _cached(isolation: Isolation, check: str) -> tuple[bool, str]:
         known = {}
     if isinstance(known, dict) and isinstance(known.get(key), list) and len(known[key]) == 2:
         return bool(known[key][0]), str(known[key][1])
-    found = runs(isolation, check)
+    found = measure()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({**(known if isinstance(known, dict) else {}), key: list(found)}))
